@@ -1,0 +1,1 @@
+"""Human-in-the-loop approvals: requests, revalidation and the inbox (built in the approvals issue)."""

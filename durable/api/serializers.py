@@ -1,0 +1,68 @@
+"""API payloads: what clients send and what they get back."""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+
+
+class StartRunSerializer(serializers.Serializer):
+    workflow = serializers.CharField(max_length=100)
+    input = serializers.JSONField()
+    business_key = serializers.CharField(max_length=200)
+    idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
+                                            help_text="or the Idempotency-Key header: a retry returns the same run")
+
+    def validate_input(self, value: object) -> object:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        return value
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class RunSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "url", "workflow_name", "workflow_version", "checkpoint_schema_version", "tool_catalog_version",
+            "prompt_release", "model_policy_version", "topology_fingerprint", "business_key", "idempotency_key",
+            "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
+            "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class CheckpointSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Checkpoint
+        fields = ["seq", "step", "next_step", "state", "state_schema_version", "created_at"]
+
+
+class JournalEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JournalEntry
+        fields = ["id", "kind", "step", "call_index", "name", "result", "detail", "fencing_token", "created_at"]
+
+
+class SideEffectSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SideEffect
+        fields = [
+            "operation_id", "step", "action_name", "business_key", "request_hash", "status", "external_ref",
+            "result_json", "attempts", "last_error", "resolved_at", "resolution_evidence", "created_at", "updated_at",
+        ]
+
+
+class RunDetailSerializer(RunSerializer):
+    checkpoints = CheckpointSerializer(many=True, read_only=True)
+    journal = JournalEntrySerializer(many=True, read_only=True)
+    side_effects = SideEffectSerializer(many=True, read_only=True)
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "checkpoints", "journal", "side_effects"]
+        read_only_fields = fields

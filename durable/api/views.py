@@ -1,0 +1,106 @@
+"""The REST API: start runs, list and read them, and steer them."""
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from durable import services
+from durable.api.filters import RunFilterSerializer, filter_runs
+from durable.api.permissions import RunPermission
+from durable.api.serializers import ReasonSerializer, RunDetailSerializer, RunSerializer, StartRunSerializer
+from durable.models import Run
+
+
+class ConflictError(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+    def __init__(self, exc: services.Conflict) -> None:
+        super().__init__({"detail": str(exc), "current_status": exc.current})
+
+
+class RunCursorPagination(CursorPagination):
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+@extend_schema(parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)])
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    permission_classes = [RunPermission]
+    pagination_class = RunCursorPagination
+    queryset = Run.objects.all()
+
+    def get_serializer_class(self) -> type:
+        if self.action == "create":
+            return StartRunSerializer
+        if self.action == "retrieve":
+            return RunDetailSerializer
+        if self.action in {"cancel", "retry", "resume"}:
+            return ReasonSerializer
+        return RunSerializer
+
+    def get_queryset(self) -> Any:
+        queryset = Run.objects.all()
+        if self.action == "list":
+            filters = RunFilterSerializer(data=self.request.query_params)
+            filters.is_valid(raise_exception=True)
+            queryset = filter_runs(queryset, filters.validated_data)
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("checkpoints", "journal", "side_effects")
+        return queryset
+
+    @extend_schema(parameters=[RunFilterSerializer], responses=RunSerializer(many=True))
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=StartRunSerializer, responses={200: RunSerializer, 201: RunSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        payload = StartRunSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        try:
+            run, created = services.start_run(
+                workflow=data["workflow"], input=data["input"], business_key=data["business_key"],
+                idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
+                user=request.user,
+            )
+        except services.InvalidInput as exc:
+            raise ValidationError(exc.errors) from None
+        except services.Conflict as exc:
+            raise ConflictError(exc) from None
+        body = RunSerializer(run, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    def _steer(self, request: Request, operation: Any) -> Response:
+        run = self.get_object()
+        payload = ReasonSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            run = operation(run_id=run.id, user=request.user, source="api", reason=payload.validated_data["reason"])
+        except services.Conflict as exc:
+            raise ConflictError(exc) from None
+        return Response(RunSerializer(run, context=self.get_serializer_context()).data)
+
+    @extend_schema(request=ReasonSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        return self._steer(request, services.cancel_run)
+
+    @extend_schema(request=ReasonSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        return self._steer(request, services.retry_run)
+
+    @extend_schema(request=ReasonSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str | None = None) -> Response:
+        return self._steer(request, services.resume_run)

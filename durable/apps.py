@@ -1,0 +1,14 @@
+"""The core app: runs, checkpoints, journal, ledger, executor."""
+from django.apps import AppConfig
+from django.conf import settings
+
+
+class DurableConfig(AppConfig):
+    name = "durable"
+    verbose_name = "Durable runs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from durable.registry import discover
+
+        discover(settings.DURABLE_WORKFLOW_MODULES)

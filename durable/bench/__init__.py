@@ -1,0 +1,1 @@
+"""The benchmark: trivial workflows through real worker processes, measured."""

@@ -1,0 +1,29 @@
+"""The Celery application: workers advance runs, beat runs the sweeper."""
+import os
+
+from celery import Celery
+from celery.signals import worker_ready
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.settings")
+
+app = Celery("durable")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _make_broker_folders(sender: Celery, **_: object) -> None:
+    # kombu's filesystem transport expects its folders to exist.
+    folder = sender.conf.broker_transport_options.get("data_folder_in")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+
+
+@worker_ready.connect
+def _announce_ready(**_: object) -> None:
+    # Lets a supervisor (the demo launcher, tests, the benchmark) wait for a worker that
+    # really consumes, on any broker, including ones without remote control.
+    path = os.environ.get("DURABLE_WORKER_READY_FILE")
+    if path:
+        with open(path, "w") as ready:
+            ready.write(str(os.getpid()))

@@ -1,0 +1,1 @@
+"""The operator console's run screens (read-only here; the console issue adds actions)."""

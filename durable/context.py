@@ -1,0 +1,63 @@
+"""The step context: what workflow code may ask of durable inside a step."""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from durable.engine.replay import ReplayCursor
+from durable.store import Lease, RunStore
+
+log = logging.getLogger("durable.activity")
+T = TypeVar("T")
+
+
+def to_json(value: Any) -> Any:
+    """The JSON form a result is recorded in; live and replayed calls both return it."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"activity results must be JSON-serialisable, got {type(value).__name__}")
+
+
+class StepContext:
+    def __init__(self, *, run_id: UUID, business_key: str, workflow_name: str, workflow_version: int,
+                 step: str, attempt: int, lease: Lease, store: RunStore, cursor: ReplayCursor) -> None:
+        self.run_id = run_id
+        self.business_key = business_key
+        self.workflow_name = workflow_name
+        self.workflow_version = workflow_version
+        self.step = step
+        self.attempt = attempt
+        self._lease = lease
+        self._store = store
+        self._cursor = cursor
+        self.replayed = 0  # recorded results reused in this execution of the step
+        self.called = 0
+
+    def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
+                 **kwargs: Any) -> Any:
+        """Run a non-deterministic call (LLM, read) once; on replay return what it returned then.
+
+        The result is recorded as JSON before the step goes on. Pass `returns=SomeModel` to
+        get it back as that pydantic model, live and on replay alike.
+        """
+        index, recorded = self._cursor.next_call(name)
+        if recorded is not None:
+            self.replayed += 1
+            log.info("activity replayed", extra={"run_id": str(self.run_id), "step": self.step, "activity": name})
+            result = recorded.result
+        else:
+            result = to_json(fn(*args, **kwargs))
+            self._store.record_activity(self._lease, self.step, index, name, result)
+            self.called += 1
+        return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""The demo: the claims-agent workflow and its clients for the sandbox downstreams."""

@@ -1,0 +1,18 @@
+"""Sending runs to workers. A message only says "look at this run": the database decides."""
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+
+
+def enqueue(run_id: UUID | str, *, countdown: float | None = None) -> None:
+    from durable.tasks import advance_run
+
+    advance_run.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def enqueue_on_commit(run_id: UUID | str) -> None:
+    """Enqueue once the transaction that made the run ready is committed, never before."""
+    transaction.on_commit(lambda: enqueue(run_id))

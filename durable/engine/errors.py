@@ -1,0 +1,102 @@
+"""Errors and their classification: retryable or not, decided once, here (DESIGN invariant 6)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+class DurableError(Exception):
+    """Base of the errors durable raises itself."""
+
+
+class ActivityError(DurableError):
+    """An error raised by workflow code that carries its own classification.
+
+    `ActivityError("card declined", retryable=False, kind="business_rejection")`
+    """
+
+    def __init__(self, message: str, *, retryable: bool, kind: str = "application") -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.kind = kind
+
+
+class RetryableError(ActivityError):
+    def __init__(self, message: str, *, kind: str = "transient") -> None:
+        super().__init__(message, retryable=True, kind=kind)
+
+
+class NonRetryableError(ActivityError):
+    def __init__(self, message: str, *, kind: str = "non_retryable") -> None:
+        super().__init__(message, retryable=False, kind=kind)
+
+
+class ReplayContractViolation(DurableError):
+    """Re-executed code asked for different recorded calls than history holds (invariant 5)."""
+
+
+class LeaseLost(DurableError):
+    """This worker's fencing token is no longer the run's: it must stop writing (invariant 9)."""
+
+
+@dataclass(frozen=True)
+class Classification:
+    retryable: bool
+    kind: str
+    message: str
+    error_type: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"retryable": self.retryable, "kind": self.kind, "message": self.message, "type": self.error_type}
+
+
+def classify_status(status: int) -> tuple[bool, str]:
+    """Classify an HTTP status: rate limits and transient server errors are retryable."""
+    if status == 429:
+        return True, "rate_limited"
+    if status in RETRYABLE_STATUS:
+        return True, "transient_http"
+    if status in (401, 403):
+        return False, "permission_denied"
+    if 400 <= status < 500:
+        return False, "invalid_request"
+    return False, "unexpected_status"
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _type_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+# Names of timeout/connection classes in httpx, openai and requests: matched by name so
+# the engine imports none of those libraries.
+_TIMEOUT_NAMES = {"TimeoutError", "TimeoutException", "APITimeoutError", "Timeout"}
+_NETWORK_NAMES = {"ConnectionError", "NetworkError", "APIConnectionError", "RemoteProtocolError"}
+
+
+def classify(exc: BaseException) -> Classification:
+    """Decide whether an error is worth retrying. Unknown errors are bugs: not retried."""
+    message = str(exc) or type(exc).__name__
+    error_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    retryable = getattr(exc, "retryable", None)
+    if isinstance(retryable, bool):
+        return Classification(retryable, getattr(exc, "kind", "application"), message, error_type)
+    names = _type_names(exc)
+    if names & _TIMEOUT_NAMES:
+        return Classification(True, "timeout", message, error_type)
+    if names & _NETWORK_NAMES:
+        return Classification(True, "network", message, error_type)
+    status = _status_of(exc)
+    if status is not None:
+        ok, kind = classify_status(status)
+        return Classification(ok, kind, message, error_type)
+    return Classification(False, "code_error", message, error_type)

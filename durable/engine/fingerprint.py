@@ -1,0 +1,19 @@
+"""Topology fingerprints: what a run is pinned to, computed from the workflow's shape."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from durable.engine.ids import canonical_json, sha256_hex
+
+
+@dataclass(frozen=True)
+class StepShape:
+    name: str
+    side_effects: tuple[str, ...] = ()
+
+
+def topology_fingerprint(steps: Sequence[StepShape]) -> str:
+    """Ordered step identities with their declared side-effect actions, hashed."""
+    shape = [{"step": s.name, "side_effects": sorted(s.side_effects)} for s in steps]
+    return sha256_hex(canonical_json(shape))[:32]

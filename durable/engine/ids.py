@@ -1,0 +1,25 @@
+"""Operation ids and request hashes over canonical JSON."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no insignificant whitespace: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def operation_id(run_id: str, step: str, business_key: str) -> str:
+    """The ledger key and downstream Idempotency-Key of one side effect (DESIGN invariant 1)."""
+    return sha256_hex(f"{run_id}:{step}:{business_key}")[:32]
+
+
+def request_hash(payload: Any) -> str:
+    """Hash of what is asked of a downstream, so a changed request under one id is caught."""
+    return sha256_hex(canonical_json(payload))

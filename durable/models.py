@@ -1,0 +1,189 @@
+"""Runs, checkpoints, the journal, the side-effect ledger and the operator audit trail."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from durable.engine.states import RunStatus
+
+
+class Run(models.Model):
+    """One execution of one workflow version; the database says what must run."""
+
+    Status = models.TextChoices("Status", [(s.value, s.value.replace("_", " ").title()) for s in RunStatus])
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow_name = models.CharField(max_length=100)
+    workflow_version = models.PositiveIntegerField()
+    checkpoint_schema_version = models.PositiveIntegerField()
+    tool_catalog_version = models.CharField(max_length=100, blank=True)
+    prompt_release = models.CharField(max_length=100, blank=True)
+    model_policy_version = models.CharField(max_length=100, blank=True)
+    topology_fingerprint = models.CharField(max_length=64)
+    business_key = models.CharField(max_length=200)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    start_request_hash = models.CharField(max_length=64, blank=True)
+    input = models.JSONField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=RunStatus.PENDING)
+    current_step = models.CharField(max_length=100, blank=True)
+    checkpoint_seq = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=0, help_text="failed attempts of the current step")
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_token = models.PositiveBigIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="last time the sweeper sent it")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            models.Index(fields=["workflow_name", "workflow_version", "-created_at"], name="run_workflow_created"),
+            models.Index(fields=["business_key"], name="run_business_key"),
+            models.Index(fields=["-created_at", "-id"], name="run_created"),
+            # The sweeper's questions: whose lease expired, whose retry is due.
+            models.Index(fields=["lease_expires_at"], name="run_lease_expiry", condition=Q(status="RUNNING")),
+            models.Index(fields=["next_attempt_at"], name="run_retry_due", condition=Q(status="WAITING_RETRY")),
+        ]
+        permissions = [
+            ("start_run", "Can start runs"),
+            ("cancel_run", "Can cancel runs"),
+            ("retry_run", "Can retry runs now"),
+            ("resume_run", "Can resume runs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} v{self.workflow_version} {self.id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        from durable.engine.states import TERMINAL
+
+        return RunStatus(self.status) in TERMINAL
+
+
+class Checkpoint(models.Model):
+    """Append-only: where a run resumes. The newest one wins."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    seq = models.PositiveIntegerField()
+    step = models.CharField(max_length=100, help_text="the step that completed")
+    next_step = models.CharField(max_length=100, blank=True, help_text="empty when the run finished")
+    state = models.JSONField()
+    state_schema_version = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_run_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.seq} after {self.step}"
+
+
+class JournalEntry(models.Model):
+    """Append-only history of a run: recorded activity results and everything that happened."""
+
+    class Kind(models.TextChoices):
+        ACTIVITY = "activity"
+        RETRY_SCHEDULED = "retry_scheduled"
+        FAILED = "failed"
+        REPLAY_VIOLATION = "replay_violation"
+        CONTRACT_BLOCKED = "contract_blocked"
+        OPERATOR = "operator"
+        STARTED = "started"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    step = models.CharField(max_length=100, blank=True)
+    call_index = models.PositiveIntegerField(null=True, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    detail = models.JSONField(null=True, blank=True)
+    fencing_token = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "created_at", "id"]
+        verbose_name_plural = "journal entries"
+        constraints = [
+            # One recorded result per call position: a replay can never hold two answers.
+            models.UniqueConstraint(
+                fields=["run", "step", "call_index"], condition=Q(kind="activity"), name="journal_one_result_per_call"
+            )
+        ]
+        indexes = [models.Index(fields=["run", "step", "kind"], name="journal_run_step")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.kind} {self.step} {self.name}"
+
+
+class SideEffect(models.Model):
+    """The side-effect ledger: one row per external action, keyed by its operation id."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        STARTED = "STARTED"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED_RETRYABLE = "FAILED_RETRYABLE"
+        FAILED_FINAL = "FAILED_FINAL"
+        UNKNOWN = "UNKNOWN"
+
+    operation_id = models.CharField(max_length=32, primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="side_effects")
+    step = models.CharField(max_length=100)
+    action_name = models.CharField(max_length=100)
+    business_key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    payload = models.JSONField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    external_ref = models.CharField(max_length=200, blank=True)
+    result_json = models.JSONField(null=True, blank=True)
+    response_hash = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.JSONField(null=True, blank=True)
+    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution_evidence = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="ledger_status_updated"),
+            models.Index(fields=["business_key"], name="ledger_business_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action_name} {self.operation_id} {self.status}"
+
+
+class OperatorAction(models.Model):
+    """Append-only audit trail: who did what to which run or operation, from where."""
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT)
+    action = models.CharField(max_length=50)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="operator_actions")
+    operation_id = models.CharField(max_length=32, blank=True)
+    source = models.CharField(max_length=50, help_text="api, console, command")
+    status_before = models.CharField(max_length=30, blank=True)
+    status_after = models.CharField(max_length=30, blank=True)
+    reason = models.TextField(blank=True)
+    detail = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.run_id or self.operation_id}"

@@ -1,0 +1,108 @@
+"""Starting and stopping real worker processes: for the demo launcher, the benchmark and tests."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+
+def database_url() -> str:
+    """The URL of the database this process uses now (the test database inside tests)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class WorkerProcess:
+    """One `celery worker` process consuming durable's queue, with the solo pool.
+
+    With the solo pool the process that takes a task runs it, so killing it kills the run
+    mid-step: what a crash or an OOM kill does in production.
+    """
+
+    def __init__(self, *, env: dict[str, str] | None = None, beat: bool = False, log_path: Path | None = None,
+                 name: str = "worker") -> None:
+        self.env = env or {}
+        self.beat = beat
+        self.name = name
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self._ready = Path(tempfile.mkdtemp(prefix="durable-worker-")) / "ready"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "durable", "worker", "--pool=solo", "--loglevel=WARNING",
+            "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-n", f"{self.name}-{os.getpid()}-{id(self)}@%h",
+        ]
+        if self.beat:
+            cmd += ["--beat", "--schedule", str(settings.VAR_DIR / f"celerybeat-{self.name}")]
+        return cmd
+
+    def child_env(self) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "DURABLE_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+            "DURABLE_VAR_DIR": str(settings.VAR_DIR),
+            "DURABLE_SANDBOX_URL": settings.DURABLE_SANDBOX_URL,
+            "DURABLE_WORKFLOW_MODULES": ",".join(settings.DURABLE_WORKFLOW_MODULES),
+            "DURABLE_WORKER_READY_FILE": str(self._ready),
+            "SECRET_KEY": settings.SECRET_KEY,
+        }
+        env.update(self.env)
+        return env
+
+    def start(self, timeout: float = 60.0) -> WorkerProcess:
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            self.command(), env=self.child_env(), cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
+        )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._ready.exists():
+            if self.process is None or self.process.poll() is not None:
+                raise RuntimeError(f"celery worker exited before it was ready (see {self.log_path or 'its output'})")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"celery worker not ready after {timeout:.0f}s; is the broker "
+                                   f"{settings.CELERY_BROKER_URL.split('@')[-1]} reachable?")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no ack, no lease release. A crash."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self) -> WorkerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

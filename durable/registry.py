@@ -1,0 +1,58 @@
+"""The workflow registry: every version of every workflow this process can run."""
+from __future__ import annotations
+
+from importlib import import_module
+
+from durable.workflow import Workflow
+
+
+class UnknownWorkflow(LookupError):
+    pass
+
+
+class WorkflowRegistry:
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, int], Workflow] = {}
+
+    def register(self, workflow: Workflow) -> Workflow:
+        key = (workflow.name, workflow.version)
+        existing = self._by_key.get(key)
+        if existing is not None and existing is not workflow:
+            raise ValueError(f"workflow {workflow.name} v{workflow.version} is registered twice")
+        self._by_key[key] = workflow
+        return workflow
+
+    def get(self, name: str, version: int) -> Workflow:
+        try:
+            return self._by_key[(name, version)]
+        except KeyError:
+            raise UnknownWorkflow(f"this process has no workflow {name!r} version {version}") from None
+
+    def latest(self, name: str) -> Workflow:
+        versions = [wf for (n, _), wf in self._by_key.items() if n == name]
+        if not versions:
+            raise UnknownWorkflow(f"no workflow named {name!r} is registered")
+        return max(versions, key=lambda wf: wf.version)
+
+    def names(self) -> list[str]:
+        return sorted({n for n, _ in self._by_key})
+
+    def all(self) -> list[Workflow]:
+        return sorted(self._by_key.values(), key=lambda wf: (wf.name, wf.version))
+
+
+registry = WorkflowRegistry()
+
+
+def register(workflow: Workflow) -> Workflow:
+    """Register a workflow version with the process-wide registry."""
+    return registry.register(workflow)
+
+
+def discover(modules: list[str]) -> None:
+    """Import `workflows` modules of installed apps and the modules named in settings."""
+    from django.utils.module_loading import autodiscover_modules
+
+    autodiscover_modules("workflows")
+    for path in modules:
+        import_module(path)

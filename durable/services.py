@@ -1,0 +1,146 @@
+"""Run operations that the API, the console and commands all call: one place per rule."""
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+from pydantic import ValidationError
+
+from durable import dispatch
+from durable.engine.ids import canonical_json, request_hash
+from durable.engine.states import TERMINAL, RunStatus, sources_of
+from durable.models import Checkpoint, OperatorAction, Run
+from durable.registry import UnknownWorkflow, registry
+
+
+class ServiceError(Exception):
+    """An error a user can hit, with what to do about it."""
+
+
+class InvalidInput(ServiceError):
+    def __init__(self, errors: dict[str, Any]) -> None:
+        super().__init__(canonical_json(errors))
+        self.errors = errors
+
+
+class Conflict(ServiceError):
+    """The object is not in a state that allows this; `current` says what it is now."""
+
+    def __init__(self, message: str, *, current: str | None = None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "__root__"
+        errors.setdefault(field, []).append(err["msg"])
+    return errors
+
+
+def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
+              user: AbstractBaseUser | None = None) -> tuple[Run, bool]:
+    """Start a run of the newest registered version of `workflow`; returns (run, created).
+
+    With an idempotency key, a retried request returns the run the first one started.
+    """
+    try:
+        definition = registry.latest(workflow)
+    except UnknownWorkflow as exc:
+        raise InvalidInput({"workflow": [str(exc)]}) from None
+    try:
+        data = definition.input.model_validate(input)
+    except ValidationError as exc:
+        raise InvalidInput({"input": _field_errors(exc)}) from None
+    fingerprint = request_hash({"workflow": workflow, "input": data.model_dump(mode="json"), "business_key": business_key})
+    if idempotency_key:
+        existing = _run_for_key(idempotency_key, fingerprint)
+        if existing is not None:
+            return existing, False
+    state = definition.build_initial_state(data).model_dump(mode="json")
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
+                start_request_hash=fingerprint, input=data.model_dump(mode="json"), current_step=definition.first_step,
+                created_by=user if user is not None and user.is_authenticated else None, enqueued_at=timezone.now(),
+            )
+            Checkpoint.objects.create(
+                run=run, seq=0, step="", next_step=definition.first_step, state=state,
+                state_schema_version=definition.checkpoint_schema_version, created_at=run.created_at,
+            )
+            dispatch.enqueue_on_commit(run.id)
+    except IntegrityError:
+        if idempotency_key:  # a concurrent request with the same key won the race
+            existing = _run_for_key(idempotency_key, fingerprint)
+            if existing is not None:
+                return existing, False
+        raise
+    return run, True
+
+
+def _run_for_key(key: str, fingerprint: str) -> Run | None:
+    existing = Run.objects.filter(idempotency_key=key).first()
+    if existing is not None and existing.start_request_hash != fingerprint:
+        raise Conflict(
+            f"idempotency key {key!r} was already used for a different request (run {existing.id}); "
+            "use a new key for a new run", current=existing.status,
+        )
+    return existing
+
+
+def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
+                user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any]) -> Run:
+    """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
+    run = Run.objects.filter(id=run_id).first()
+    if run is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    before = run.status
+    if RunStatus(before) not in allowed:
+        raise Conflict(f"cannot {action} a run that is {before}", current=before)
+    with transaction.atomic():
+        updated = Run.objects.filter(id=run.id, status=before).update(status=target, updated_at=timezone.now(), **fields)
+        if not updated:
+            current = Run.objects.values_list("status", flat=True).get(id=run.id)
+            raise Conflict(f"the run changed to {current} meanwhile; nothing was done", current=current)
+        OperatorAction.objects.create(
+            actor=user if user is not None and user.is_authenticated else None, action=action, run=run,
+            source=source, status_before=before, status_after=target, reason=reason,
+        )
+        if target == RunStatus.PENDING:
+            dispatch.enqueue_on_commit(run.id)
+    run.refresh_from_db()
+    return run
+
+
+def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
+    """Cancel a run that has not ended. A worker holding it loses its lease at its next write."""
+    return _transition(
+        run_id, target=RunStatus.CANCELLED, allowed=frozenset(RunStatus) - TERMINAL, action="cancel", user=user,
+        source=source, reason=reason,
+        fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
+                "finished_at": timezone.now(), "next_attempt_at": None},
+    )
+
+
+def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
+    """Run a waiting retry now, or give a failed run another go from its last checkpoint."""
+    return _transition(
+        run_id, target=RunStatus.PENDING, allowed=frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED}),
+        action="retry", user=user, source=source, reason=reason,
+        fields={"next_attempt_at": None, "attempt": 0, "error": None, "finished_at": None, "enqueued_at": timezone.now()},
+    )
+
+
+def resume_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
+    """Ask a worker to check a blocked run's replay contract again (after the version is deployed)."""
+    allowed = sources_of(RunStatus.PENDING) & frozenset({RunStatus.BLOCKED_VERSION})
+    return _transition(
+        run_id, target=RunStatus.PENDING, allowed=allowed, action="resume", user=user, source=source, reason=reason,
+        fields={"error": None, "enqueued_at": timezone.now()},
+    )

@@ -1,0 +1,164 @@
+"""Settings for durable. Everything a deployment changes comes from the environment."""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("DURABLE_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default keeps its SQLite file and broker here
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-embedded-default-change-me" if DEBUG or not os.environ.get("DATABASE_URL") else "")
+if not SECRET_KEY:
+    raise RuntimeError("SECRET_KEY must be set when DATABASE_URL is set (production)")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_htmx",
+    "durable",
+    "approvals",
+    "reconciliation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "durable.urls"
+WSGI_APPLICATION = "durable.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Embedded default: a SQLite file in var/. Production: DATABASE_URL (Postgres).
+SQLITE_PATH = VAR_DIR / "durable.sqlite3"
+DATABASES = {
+    "default": dj_database_url.config(default=f"sqlite:///{SQLITE_PATH}", conn_max_age=600, conn_health_checks=True)
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        # Several processes (web, workers) share the file: wait for locks instead of failing,
+        # take the write lock at BEGIN so two writers never deadlock on upgrade.
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "durable:runs"
+LOGOUT_REDIRECT_URL = "login"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "durable API",
+    "DESCRIPTION": "Start, inspect and steer durable agent runs.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+# Celery. Embedded default: kombu's filesystem transport, which needs no server.
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "processed_folder": str(BROKER_DIR)}
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLE_QUEUE", "durable")
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# The executor.
+DURABLE_LEASE_SECONDS = float(os.environ.get("DURABLE_LEASE_SECONDS", "60"))
+DURABLE_TIME_SLICE_SECONDS = float(os.environ.get("DURABLE_TIME_SLICE_SECONDS", "20"))
+DURABLE_SWEEP_SECONDS = float(os.environ.get("DURABLE_SWEEP_SECONDS", "5"))
+DURABLE_PENDING_GRACE_SECONDS = float(os.environ.get("DURABLE_PENDING_GRACE_SECONDS", "10"))
+DURABLE_WORKFLOW_MODULES = env_list("DURABLE_WORKFLOW_MODULES", "durable.demo.claims_agent")
+DURABLE_SANDBOX_URL = os.environ.get("DURABLE_SANDBOX_URL", "http://127.0.0.1:8765")
+DURABLE_LLM_BASE_URL = os.environ.get("DURABLE_LLM_BASE_URL", "")
+DURABLE_LLM_API_KEY = os.environ.get("DURABLE_LLM_API_KEY", "")
+DURABLE_LLM_MODEL = os.environ.get("DURABLE_LLM_MODEL", "gpt-4o-mini")
+DURABLE_HTTP_TIMEOUT_SECONDS = float(os.environ.get("DURABLE_HTTP_TIMEOUT_SECONDS", "5"))
+
+CELERY_BEAT_SCHEDULE = {
+    "durable-sweep": {"task": "durable.sweep", "schedule": timedelta(seconds=DURABLE_SWEEP_SECONDS)},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"durable": {"handlers": ["console"], "level": os.environ.get("DURABLE_LOG_LEVEL", "INFO")}},
+}

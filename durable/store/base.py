@@ -1,0 +1,155 @@
+"""Portable (SQLite and Postgres) run store built on the ORM's conditional UPDATEs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from durable.engine.errors import LeaseLost
+from durable.engine.replay import RecordedCall
+from durable.engine.states import RunStatus
+from durable.models import Checkpoint, JournalEntry, Run
+
+
+@dataclass
+class Lease:
+    """What a worker holds while it advances a run."""
+
+    run_id: UUID
+    owner: str
+    token: int
+    seq: int  # the newest checkpoint's seq; the next one is seq + 1
+    seconds: float
+
+    def expiry(self, now: datetime) -> datetime:
+        return now + timedelta(seconds=self.seconds)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    seq: int
+    next_step: str
+    state: dict[str, Any]
+    state_schema_version: int
+
+
+class RunStore:
+    # Claiming and reading.
+
+    def claim(self, run_id: UUID | str, owner: str, lease_seconds: float) -> tuple[Lease, Run] | None:
+        """Take the run's lease if it is free (or expired) and the run is due; bump the token."""
+        now = timezone.now()
+        free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
+        due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+        updated = (
+            Run.objects.filter(free & due, id=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY])
+            .update(
+                status=RunStatus.RUNNING,
+                lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                fencing_token=F("fencing_token") + 1,
+                next_attempt_at=None,
+                updated_at=now,
+            )
+        )
+        if not updated:
+            return None
+        run = Run.objects.get(id=run_id)
+        if run.lease_owner != owner:  # claimed again by someone else in between
+            return None
+        return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds), run
+
+    def resume_point(self, lease: Lease) -> ResumePoint:
+        cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
+        return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
+
+    def recorded_calls(self, run_id: UUID, step: str) -> list[RecordedCall]:
+        rows = JournalEntry.objects.filter(run_id=run_id, step=step, kind=JournalEntry.Kind.ACTIVITY)
+        return [RecordedCall(r.call_index, r.name, r.result) for r in rows.order_by("call_index")]
+
+    # Fenced writes.
+
+    def _fenced(self, lease: Lease, now: datetime, **fields: Any) -> None:
+        updated = Run.objects.filter(
+            id=lease.run_id, fencing_token=lease.token, status=RunStatus.RUNNING, checkpoint_seq=lease.seq
+        ).update(updated_at=now, **fields)
+        if not updated:
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
+    def _journal(self, lease: Lease, now: datetime, kind: str, step: str, **fields: Any) -> JournalEntry:
+        return JournalEntry.objects.create(
+            run_id=lease.run_id, kind=kind, step=step, fencing_token=lease.token, created_at=now, **fields
+        )
+
+    def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
+        """Record an activity's result the moment it returns, so a crash never asks again."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(lease, now, lease_expires_at=lease.expiry(now))
+            self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
+
+    def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
+        """Checkpoint a completed step and extend the lease, in one transaction."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(
+                lease, now, checkpoint_seq=lease.seq + 1, current_step=next_step, attempt=0,
+                lease_expires_at=lease.expiry(now),
+            )
+            self._checkpoint(lease, now, step, next_step, state, schema_version)
+        lease.seq += 1
+
+    def finish(self, lease: Lease, step: str, state: dict[str, Any], schema_version: int, output: Any) -> None:
+        """Checkpoint the last step, record the output and release the lease, in one transaction."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(
+                lease, now, checkpoint_seq=lease.seq + 1, current_step="", attempt=0, status=RunStatus.SUCCEEDED,
+                output=output, finished_at=now, lease_owner=None, lease_expires_at=None,
+            )
+            self._checkpoint(lease, now, step, "", state, schema_version)
+        lease.seq += 1
+
+    def _checkpoint(self, lease: Lease, now: datetime, step: str, next_step: str,
+                    state: dict[str, Any], schema_version: int) -> None:
+        Checkpoint.objects.create(
+            run_id=lease.run_id, seq=lease.seq + 1, step=step, next_step=next_step, state=state,
+            state_schema_version=schema_version, created_at=now,
+        )
+
+    def release(self, lease: Lease) -> None:
+        """Give the run back (time slice over): any worker may pick it up next."""
+        self._fenced(lease, timezone.now(), status=RunStatus.PENDING, lease_owner=None, lease_expires_at=None)
+
+    def schedule_retry(self, lease: Lease, step: str, attempt: int, delay: float, error: dict[str, Any]) -> datetime:
+        now = timezone.now()
+        due = now + timedelta(seconds=delay)
+        with transaction.atomic():
+            self._fenced(
+                lease, now, status=RunStatus.WAITING_RETRY, attempt=attempt, next_attempt_at=due, error=error,
+                lease_owner=None, lease_expires_at=None,
+            )
+            self._journal(lease, now, JournalEntry.Kind.RETRY_SCHEDULED, step,
+                          detail={"attempt": attempt, "delay_seconds": round(delay, 3), "due": due.isoformat(), "error": error})
+        return due
+
+    def fail(self, lease: Lease, step: str, attempt: int, error: dict[str, Any]) -> None:
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(
+                lease, now, status=RunStatus.FAILED, attempt=attempt, error=error, finished_at=now,
+                lease_owner=None, lease_expires_at=None,
+            )
+            self._journal(lease, now, JournalEntry.Kind.FAILED, step, detail={"attempt": attempt, "error": error})
+
+    def block(self, lease: Lease, step: str, kind: str, reason: dict[str, Any]) -> None:
+        """Stop the run on the replay contract: it waits for an operator, never runs on new code."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(lease, now, status=RunStatus.BLOCKED_VERSION, error=reason, lease_owner=None, lease_expires_at=None)
+            self._journal(lease, now, kind, step, detail=reason)

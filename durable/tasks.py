@@ -1,0 +1,20 @@
+"""Celery tasks: advance a run, sweep for runs that must be picked up again."""
+from __future__ import annotations
+
+from celery import shared_task
+
+from durable import dispatch, executor, sweeper
+
+
+@shared_task(name="durable.advance_run", acks_late=True, ignore_result=True)
+def advance_run(run_id: str) -> None:
+    outcome = executor.advance(run_id)
+    if outcome.requeue:
+        dispatch.enqueue(run_id)
+    elif outcome.retry_in is not None:
+        dispatch.enqueue(run_id, countdown=outcome.retry_in)
+
+
+@shared_task(name="durable.sweep", ignore_result=True)
+def sweep() -> int:
+    return len(sweeper.sweep())

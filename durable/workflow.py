@@ -1,0 +1,114 @@
+"""The workflow API agent developers write against: a name, a version, ordered steps, a state model."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from durable.engine.fingerprint import StepShape, topology_fingerprint
+from durable.engine.retry import RetryPolicy
+
+StepFn = Callable[[Any, BaseModel], BaseModel | None]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    fn: StepFn
+    side_effects: tuple[str, ...] = ()
+    retry: RetryPolicy | None = None
+
+
+@dataclass
+class Workflow:
+    """A versioned workflow. Steps run in the order they are declared.
+
+    Each step receives the step context and the current state, and returns the new state
+    (or mutates and returns None). The state is checkpointed after every step.
+    """
+
+    name: str
+    version: int
+    state: type[BaseModel]
+    input: type[BaseModel]
+    checkpoint_schema_version: int = 1
+    tool_catalog_version: str = ""
+    prompt_release: str = ""
+    model_policy_version: str = ""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    steps: list[Step] = field(default_factory=list)
+    _initial_state: Callable[[BaseModel], BaseModel] | None = None
+    _output: Callable[[BaseModel], Any] | None = None
+
+    def step(self, fn: StepFn | None = None, *, name: str | None = None,
+             side_effects: tuple[str, ...] | list[str] = (), retry: RetryPolicy | None = None) -> Any:
+        """Declare a step: `@wf.step` or `@wf.step(side_effects=["refund"], retry=RetryPolicy(...))`."""
+
+        def register(f: StepFn) -> StepFn:
+            step_name = name or f.__name__
+            if any(s.name == step_name for s in self.steps):
+                raise ValueError(f"workflow {self.name} v{self.version} already has a step {step_name!r}")
+            self.steps.append(Step(step_name, f, tuple(side_effects), retry))
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def initial_state(self, fn: Callable[[BaseModel], BaseModel]) -> Callable[[BaseModel], BaseModel]:
+        """Declare how the first state is built from the validated input."""
+        self._initial_state = fn
+        return fn
+
+    def output(self, fn: Callable[[BaseModel], Any]) -> Callable[[BaseModel], Any]:
+        """Declare the run's output, computed from the final state."""
+        self._output = fn
+        return fn
+
+    # What the executor asks of a workflow.
+
+    @property
+    def fingerprint(self) -> str:
+        return topology_fingerprint([StepShape(s.name, s.side_effects) for s in self.steps])
+
+    @property
+    def first_step(self) -> str:
+        if not self.steps:
+            raise ValueError(f"workflow {self.name} v{self.version} has no steps")
+        return self.steps[0].name
+
+    def get_step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
+
+    def next_step(self, name: str) -> str | None:
+        names = [s.name for s in self.steps]
+        position = names.index(name)
+        return names[position + 1] if position + 1 < len(names) else None
+
+    def build_initial_state(self, data: BaseModel) -> BaseModel:
+        if self._initial_state is not None:
+            return self._initial_state(data)
+        return self.state.model_validate(data.model_dump())
+
+    def build_output(self, state: BaseModel) -> Any:
+        if self._output is not None:
+            return self._output(state)
+        return state.model_dump(mode="json")
+
+    def retry_policy_for(self, step: str) -> RetryPolicy:
+        return self.get_step(step).retry or self.retry
+
+    def contract(self) -> dict[str, Any]:
+        """What a run records at start and is pinned to."""
+        return {
+            "workflow_name": self.name,
+            "workflow_version": self.version,
+            "checkpoint_schema_version": self.checkpoint_schema_version,
+            "tool_catalog_version": self.tool_catalog_version,
+            "prompt_release": self.prompt_release,
+            "model_policy_version": self.model_policy_version,
+            "topology_fingerprint": self.fingerprint,
+        }

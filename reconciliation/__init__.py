@@ -1,0 +1,1 @@
+"""Reconciliation of STARTED and UNKNOWN side effects (built in the ledger issue)."""

@@ -1,0 +1,84 @@
+"""Shared fixtures: real users with real permissions, the sandbox over HTTP, real workers."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Permission, User
+from rest_framework.test import APIClient
+
+import tests.durable.workflows  # noqa: F401  registers the test workflows in this process
+from durable.processes import WorkerProcess
+from durable.sandbox import SandboxServer
+
+TEST_WORKFLOW_MODULES = ["durable.demo.claims_agent", "tests.durable.workflows"]
+OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_queue() -> None:
+    # Each test session gets its own queue, so messages left by an earlier run are never consumed.
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
+    settings.DURABLE_WORKFLOW_MODULES = TEST_WORKFLOW_MODULES
+
+
+@pytest.fixture(scope="session")
+def sandbox_server():
+    with SandboxServer(hang_seconds=2.0) as server:
+        yield server
+
+
+@pytest.fixture
+def sandbox(sandbox_server, settings):
+    sandbox_server.state.reset()
+    settings.DURABLE_SANDBOX_URL = sandbox_server.url
+    return sandbox_server
+
+
+def make_user(username: str, *perms: str) -> User:
+    user = User.objects.create_user(username, password="pw-" + username)
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return User.objects.get(pk=user.pk)  # fresh: permission cache empty
+
+
+ALL_RUN_PERMS = ("durable.view_run", "durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run")
+
+
+@pytest.fixture
+def operator(db) -> User:
+    return make_user("operator", *ALL_RUN_PERMS)
+
+
+@pytest.fixture
+def api(operator) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(operator)
+    return client
+
+
+@pytest.fixture
+def calls_file(tmp_path) -> str:
+    return str(tmp_path / "calls.txt")
+
+
+@pytest.fixture(scope="session")
+def worker_log_dir() -> Path:
+    path = OUTPUT_DIR / "workers"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_log_dir):
+    """A real Celery worker process shared by the integration tests that don't kill it."""
+    settings.DURABLE_SANDBOX_URL = sandbox_server.url
+    with django_db_blocker.unblock():
+        worker = WorkerProcess(env={"DURABLE_LEASE_SECONDS": "5"}, log_path=worker_log_dir / "session.log")
+        worker.start()
+    yield worker
+    worker.stop()

@@ -1,0 +1,38 @@
+import hashlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from durable.engine.ids import canonical_json, operation_id, request_hash
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+def test_operation_id_is_first_32_hex_of_sha256_of_run_step_key():
+    expected = hashlib.sha256(b"run-1:payment:ORD-1").hexdigest()[:32]
+    assert operation_id("run-1", "payment", "ORD-1") == expected
+
+
+@given(st.text(), st.text(), st.text())
+def test_operation_id_is_stable_32_hex(run_id, step, key):
+    first = operation_id(run_id, step, key)
+    assert first == operation_id(run_id, step, key)
+    assert len(first) == 32 and int(first, 16) >= 0
+
+
+@given(st.dictionaries(st.text(), json_values))
+def test_request_hash_ignores_key_order(payload):
+    reversed_payload = dict(reversed(list(payload.items())))
+    assert request_hash(payload) == request_hash(reversed_payload)
+
+
+def test_request_hash_changes_when_a_value_changes():
+    assert request_hash({"amount": "10.00"}) != request_hash({"amount": "10.01"})
+
+
+def test_canonical_json_has_no_whitespace_and_sorted_keys():
+    assert canonical_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'

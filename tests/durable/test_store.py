@@ -1,0 +1,62 @@
+"""Step writes: fenced, and one commit per plain step on every backend."""
+import pytest
+from django.db import connection
+
+from durable import executor, services
+from durable.bench.commits import count_commits
+from durable.engine.errors import LeaseLost
+from durable.engine.states import RunStatus
+from durable.models import Run
+from durable.store import store
+
+
+@pytest.mark.django_db(transaction=True)
+def test_plain_steps_commit_once_each():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    with count_commits() as counter:
+        executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and run.checkpoint_seq == 10
+    # 10 step commits (the last one also finishes the run and releases the lease) + 1 lease claim
+    assert counter.commits == 11
+
+
+@pytest.mark.django_db(transaction=True)
+def test_step_write_is_one_statement_on_postgres():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    db = store()
+    lease, _ = db.claim(run.id, "w1", 30)
+    statements_before = len(connection.queries_log)
+    connection.force_debug_cursor = True
+    try:
+        db.commit_step(lease, "step1", "step2", {"n": 1}, 1)
+        statements = [q["sql"] for q in list(connection.queries_log)[statements_before:]]
+    finally:
+        connection.force_debug_cursor = False
+    writes = [s for s in statements if not s.startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
+    if connection.vendor == "postgresql":
+        assert len(writes) == 1 and writes[0].lstrip().startswith("WITH fenced"), statements
+    else:  # SQLite has no data-modifying CTE: UPDATE + INSERT in one local transaction
+        assert len(writes) == 2, statements
+
+
+@pytest.mark.django_db
+def test_fenced_writes_refuse_a_stale_token():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    db = store()
+    lease, _ = db.claim(run.id, "w1", 30)
+    Run.objects.filter(id=run.id).update(fencing_token=lease.token + 1)
+    with pytest.raises(LeaseLost):
+        db.commit_step(lease, "step1", "step2", {"n": 1}, 1)
+    with pytest.raises(LeaseLost):
+        db.record_activity(lease, "step1", 0, "x", 1)
+    assert run.checkpoints.count() == 1 and run.journal.count() == 0
+
+
+@pytest.mark.django_db
+def test_only_one_worker_can_claim_a_run():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    db = store()
+    first = db.claim(run.id, "w1", 30)
+    assert first is not None and first[0].token == 1
+    assert db.claim(run.id, "w2", 30) is None

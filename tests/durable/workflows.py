@@ -1,0 +1,87 @@
+"""Workflows used by the tests, registered in the test process and in worker processes."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from durable import NonRetryableError, RetryableError, RetryPolicy, Workflow, register
+
+
+class CountingInput(BaseModel):
+    calls_file: str  # each live activity call appends a line here, across processes
+    steps: int = 3
+    hold_file: str = ""  # while this file exists, step `s2` waits after its activity
+    fail_times: int = 0  # `s2` raises a retryable error this many times
+    fail_kind: str = "retryable"
+
+
+class CountingState(CountingInput):
+    values: list[str] = []
+
+
+def record_call(calls_file: str, name: str) -> str:
+    with open(calls_file, "a") as calls:
+        calls.write(f"{name}\n")
+    return f"{name}-result"
+
+
+def calls_in(path: str | Path) -> list[str]:
+    path = Path(path)
+    return path.read_text().splitlines() if path.exists() else []
+
+
+counting = register(Workflow(
+    name="test-counting", version=1, state=CountingState, input=CountingInput,
+    retry=RetryPolicy(max_attempts=3, initial_interval=0.05, max_interval=0.2, jitter=0.1),
+    prompt_release="p1",
+))
+
+
+@counting.step
+def s1(ctx: Any, state: CountingState) -> CountingState:
+    state.values.append(ctx.activity("a1", record_call, state.calls_file, "a1"))
+    return state
+
+
+@counting.step
+def s2(ctx: Any, state: CountingState) -> CountingState:
+    state.values.append(ctx.activity("a2", record_call, state.calls_file, "a2"))
+    deadline = time.monotonic() + 60
+    while state.hold_file and os.path.exists(state.hold_file) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    failures = len([c for c in Path(state.calls_file).read_text().splitlines() if c.startswith("fail")])
+    if failures < state.fail_times:
+        record_call(state.calls_file, f"fail-{failures + 1}")
+        if state.fail_kind == "retryable":
+            raise RetryableError("downstream briefly unavailable")
+        raise NonRetryableError("invalid parameters", kind="invalid_request")
+    return state
+
+
+@counting.step
+def s3(ctx: Any, state: CountingState) -> CountingState:
+    state.values.append(ctx.activity("a3", record_call, state.calls_file, "a3"))
+    state.values.append(ctx.activity("a4", record_call, state.calls_file, "a4"))
+    return state
+
+
+class Empty(BaseModel):
+    n: int = 0
+
+
+def trivial_workflow(name: str, steps: int) -> Workflow:
+    """A workflow of `steps` steps that each add one to a counter."""
+    wf = Workflow(name=name, version=1, state=Empty, input=Empty)
+    for i in range(steps):
+        def bump(ctx: Any, state: Empty) -> Empty:
+            state.n += 1
+            return state
+        wf.step(bump, name=f"step{i + 1}")
+    return register(wf)
+
+
+trivial = trivial_workflow("test-trivial", 10)
