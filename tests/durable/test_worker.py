@@ -1,0 +1,119 @@
+"""Real Celery worker processes: runs complete, survive SIGKILL, and shrug off duplicate messages."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from rest_framework.test import APIClient
+
+from durable import dispatch, services
+from durable.engine.states import RunStatus
+from durable.models import JournalEntry, Run
+from durable.processes import WorkerProcess
+from tests.durable.workflows import calls_in
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 45.0, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def status_of(run_id) -> str:
+    return Run.objects.values_list("status", flat=True).get(id=run_id)
+
+
+@pytest.fixture
+def own_queue(settings):
+    """A queue of this test's own, so only the workers this test starts take its runs."""
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
+    return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def test_a_claims_run_started_through_the_api_completes_on_a_worker(session_worker, sandbox, operator):
+    client = APIClient()
+    client.force_authenticate(operator)
+    response = client.post("/api/runs/", {
+        "workflow": "claims-agent", "business_key": "ORD-1001",
+        "input": {"order_id": "ORD-1001", "customer_message": "ORD-1001 arrived broken, refund please"},
+    }, format="json")
+    assert response.status_code == 201, response.data
+    run_id = response.data["id"]
+    wait_for(lambda: status_of(run_id) == RunStatus.SUCCEEDED, what="the claims run to succeed")
+    run = Run.objects.get(id=run_id)
+    assert run.output["proposed_refund"]["amount"] == "120.00"
+    assert run.lease_owner is None and run.checkpoint_seq == 3
+    assert sandbox.state.calls_snapshot()["orders"]["calls"] == 1
+
+
+def test_a_retryable_failure_is_retried_by_the_worker_after_its_backoff(session_worker, calls_file):
+    run, _ = services.start_run(workflow="test-counting", business_key="r",
+                                input={"calls_file": calls_file, "fail_times": 2})
+    wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what="the run to succeed after two retries")
+    assert calls_in(calls_file) == ["a1", "a2", "fail-1", "fail-2", "a3", "a4"]
+    assert JournalEntry.objects.filter(run=run, kind="retry_scheduled").count() == 2
+
+
+def test_sigkill_mid_step_resumes_from_the_last_checkpoint_without_repeating_activities(
+        own_queue, calls_file, tmp_path, worker_log_dir):
+    hold = tmp_path / "hold"
+    hold.touch()  # step s2 waits after recording its activity while this file exists
+    fast_lease = {"DURABLE_LEASE_SECONDS": "2", "DURABLE_SWEEP_SECONDS": "1", "DURABLE_PENDING_GRACE_SECONDS": "1"}
+    doomed = WorkerProcess(env=fast_lease, log_path=worker_log_dir / "doomed.log", name="doomed").start()
+    try:
+        run, _ = services.start_run(workflow="test-counting", business_key="crash",
+                                    input={"calls_file": calls_file, "hold_file": str(hold)})
+        wait_for(lambda: JournalEntry.objects.filter(run=run, name="a2").exists(), what="s2 to record a2")
+        doomed.kill()
+    finally:
+        doomed.stop()
+    run.refresh_from_db()
+    assert (run.status, run.checkpoint_seq, run.current_step) == (RunStatus.RUNNING, 1, "s2")
+    assert run.lease_owner is not None  # the dead worker still "holds" it until the lease expires
+    hold.unlink()
+
+    # A fresh worker with beat: nobody re-sends the run by hand; the sweeper finds the expired lease.
+    with WorkerProcess(env=fast_lease, beat=True, log_path=worker_log_dir / "rescuer.log", name="rescuer"):
+        wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what="the rescued run to succeed")
+
+    run.refresh_from_db()
+    assert calls_in(calls_file) == ["a1", "a2", "a3", "a4"]  # a2 was replayed from the journal, not called again
+    assert list(run.checkpoints.values_list("seq", flat=True)) == [0, 1, 2, 3]
+    tokens = dict(JournalEntry.objects.filter(run=run, kind="activity").values_list("name", "fencing_token"))
+    assert tokens["a2"] < tokens["a3"]  # the rescuer wrote under a newer fencing token
+    assert run.fencing_token >= 2
+
+
+def test_duplicate_deliveries_to_two_workers_run_each_step_once(own_queue, tmp_path, worker_log_dir):
+    runs = []
+    for i in range(4):
+        calls = str(tmp_path / f"calls-{i}.txt")
+        run, _ = services.start_run(workflow="test-counting", business_key=f"dup-{i}", input={"calls_file": calls})
+        runs.append((run, calls))
+    for run, _ in runs:
+        for _ in range(5):  # every message delivered five times over
+            dispatch.enqueue(run.id)
+    with WorkerProcess(log_path=worker_log_dir / "dup-a.log", name="dup-a"), \
+            WorkerProcess(log_path=worker_log_dir / "dup-b.log", name="dup-b"):
+        for run, _ in runs:
+            wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
+    for run, calls in runs:
+        assert Counter(calls_in(calls)) == {"a1": 1, "a2": 1, "a3": 1, "a4": 1}
+        assert run.checkpoints.count() == 4
+
+
+def test_workers_fail_loudly_when_the_broker_is_unreachable(own_queue, worker_log_dir):
+    broken = WorkerProcess(env={"CELERY_BROKER_URL": "redis://127.0.0.1:1/0"}, log_path=worker_log_dir / "broken.log")
+    with pytest.raises(RuntimeError):
+        broken.start(timeout=8)
+    broken.stop()
+
