@@ -76,12 +76,13 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
     state = workflow.state.model_validate(point.state)
     step_name, attempt = point.next_step, run.attempt
     deadline = time.monotonic() + settings.DURABLE_TIME_SLICE_SECONDS
+    recorded = db.recorded_calls(run.id)  # each step runs at most once per task, so this stays true
     done = 0
     while True:
         ctx = StepContext(
             run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
             workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=db,
-            cursor=ReplayCursor(step_name, db.recorded_calls(run.id, step_name)),
+            cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
         )
         try:
             state = _execute_step(workflow, step_name, ctx, state)

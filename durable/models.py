@@ -10,10 +10,11 @@ from django.db.models import Q
 from durable.engine.states import RunStatus
 
 
+RUN_STATUS_CHOICES = [(s.value, s.value.replace("_", " ").capitalize()) for s in RunStatus]
+
+
 class Run(models.Model):
     """One execution of one workflow version; the database says what must run."""
-
-    Status = models.TextChoices("Status", [(s.value, s.value.replace("_", " ").title()) for s in RunStatus])
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workflow_name = models.CharField(max_length=100)
@@ -27,7 +28,7 @@ class Run(models.Model):
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     start_request_hash = models.CharField(max_length=64, blank=True)
     input = models.JSONField()
-    status = models.CharField(max_length=20, choices=Status.choices, default=RunStatus.PENDING)
+    status = models.CharField(max_length=20, choices=RUN_STATUS_CHOICES, default=RunStatus.PENDING)
     current_step = models.CharField(max_length=100, blank=True)
     checkpoint_seq = models.PositiveIntegerField(default=0)
     attempt = models.PositiveIntegerField(default=0, help_text="failed attempts of the current step")

@@ -44,10 +44,11 @@ def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
 
 
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
-              user: AbstractBaseUser | None = None) -> tuple[Run, bool]:
+              user: AbstractBaseUser | None = None, enqueue: bool = True) -> tuple[Run, bool]:
     """Start a run of the newest registered version of `workflow`; returns (run, created).
 
     With an idempotency key, a retried request returns the run the first one started.
+    `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later).
     """
     try:
         definition = registry.latest(workflow)
@@ -74,7 +75,8 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 run=run, seq=0, step="", next_step=definition.first_step, state=state,
                 state_schema_version=definition.checkpoint_schema_version, created_at=run.created_at,
             )
-            dispatch.enqueue_on_commit(run.id)
+            if enqueue:
+                dispatch.enqueue_on_commit(run.id)
     except IntegrityError:
         if idempotency_key:  # a concurrent request with the same key won the race
             existing = _run_for_key(idempotency_key, fingerprint)

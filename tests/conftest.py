@@ -82,3 +82,18 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
         worker.start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Run ids handed to the broker, captured instead of sent (the database stays real)."""
+    from durable import dispatch
+
+    ids = []
+    monkeypatch.setattr(dispatch, "enqueue", lambda run_id, **kw: ids.append(run_id))
+    return ids

@@ -67,11 +67,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         payload = StartRunSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
+        key = data.get("idempotency_key") or request.headers.get("Idempotency-Key")
+        if key and len(key) > 200:  # the header is not checked by the serializer; the column holds 200
+            raise ValidationError({"idempotency_key": ["Idempotency-Key must be at most 200 characters."]})
         try:
             run, created = services.start_run(
                 workflow=data["workflow"], input=data["input"], business_key=data["business_key"],
-                idempotency_key=data.get("idempotency_key") or request.headers.get("Idempotency-Key"),
-                user=request.user,
+                idempotency_key=key, user=request.user,
             )
         except services.InvalidInput as exc:
             raise ValidationError(exc.errors) from None

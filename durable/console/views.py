@@ -16,9 +16,8 @@ PAGE = 50
 @permission_required("durable.view_run", raise_exception=True)
 def runs(request: HttpRequest) -> HttpResponse:
     filters = RunFilterSerializer(data={k: v for k, v in request.GET.items() if v})
-    queryset = Run.objects.all()
-    if filters.is_valid():
-        queryset = filter_runs(queryset, filters.validated_data)
+    # A bad filter shows its error and no runs, rather than every run as if unfiltered.
+    queryset = filter_runs(Run.objects.all(), filters.validated_data) if filters.is_valid() else Run.objects.none()
     context = {
         "runs": queryset[:PAGE],
         "filters": request.GET,

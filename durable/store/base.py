@@ -68,9 +68,13 @@ class RunStore:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
         return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
 
-    def recorded_calls(self, run_id: UUID, step: str) -> list[RecordedCall]:
-        rows = JournalEntry.objects.filter(run_id=run_id, step=step, kind=JournalEntry.Kind.ACTIVITY)
-        return [RecordedCall(r.call_index, r.name, r.result) for r in rows.order_by("call_index")]
+    def recorded_calls(self, run_id: UUID) -> dict[str, list[RecordedCall]]:
+        """Every recorded activity result of the run, by step: read once per task, not per step."""
+        rows = JournalEntry.objects.filter(run_id=run_id, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
+        by_step: dict[str, list[RecordedCall]] = {}
+        for step, index, name, result in rows.values_list("step", "call_index", "name", "result"):
+            by_step.setdefault(step, []).append(RecordedCall(index, name, result))
+        return by_step
 
     # Fenced writes.
 
