@@ -1,0 +1,62 @@
+"""The workflow API and the registry that holds versions side by side."""
+import pytest
+from pydantic import BaseModel
+
+from durable import RetryPolicy, Workflow
+from durable.registry import UnknownWorkflow, WorkflowRegistry, discover, registry
+
+
+class S(BaseModel):
+    x: int = 0
+
+
+def make(version=1, steps=("a", "b")):
+    wf = Workflow(name="wf", version=version, state=S, input=S, prompt_release="p")
+    for name in steps:
+        wf.step(lambda ctx, state: state, name=name)
+    return wf
+
+
+def test_steps_run_in_declaration_order():
+    wf = make(steps=("plan", "read", "act"))
+    assert (wf.first_step, wf.next_step("plan"), wf.next_step("read"), wf.next_step("act")) == ("plan", "read", "act", None)
+
+
+def test_a_step_name_is_unique_within_a_version():
+    with pytest.raises(ValueError, match="already has a step 'a'"):
+        make(steps=("a", "a"))
+
+
+def test_step_retry_policy_overrides_the_workflow_default():
+    wf = make()
+    wf.step(lambda ctx, s: s, name="c", retry=RetryPolicy(max_attempts=9))
+    assert wf.retry_policy_for("c").max_attempts == 9 and wf.retry_policy_for("a") == wf.retry
+
+
+def test_the_contract_recorded_at_start_names_every_pinned_version():
+    assert make().contract() == {
+        "workflow_name": "wf", "workflow_version": 1, "checkpoint_schema_version": 1, "tool_catalog_version": "",
+        "prompt_release": "p", "model_policy_version": "", "topology_fingerprint": make().fingerprint,
+    }
+
+
+def test_declared_side_effects_change_the_fingerprint():
+    plain, paying = make(), make()
+    paying.step(lambda ctx, s: s, name="pay", side_effects=["refund"])
+    plain.step(lambda ctx, s: s, name="pay")
+    assert plain.fingerprint != paying.fingerprint
+
+
+def test_registry_holds_versions_side_by_side_and_starts_the_newest():
+    reg = WorkflowRegistry()
+    v1, v2 = reg.register(make(1)), reg.register(make(2, steps=("a", "x", "b")))
+    assert reg.get("wf", 1) is v1 and reg.latest("wf") is v2
+    with pytest.raises(UnknownWorkflow):
+        reg.get("wf", 3)
+    with pytest.raises(ValueError, match="registered twice"):
+        reg.register(make(1))
+
+
+def test_workflows_are_discovered_from_the_modules_setting():
+    discover(["durable.demo.claims_agent", "tests.durable.workflows"])
+    assert {"claims-agent", "test-counting"} <= set(registry.names())
