@@ -9,6 +9,9 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from durable import side_effects
+from durable.downstream import Downstream
+from durable.engine.errors import NonRetryableError
 from durable.engine.replay import ReplayCursor
 from durable.store import Lease, RunStore
 
@@ -31,7 +34,8 @@ def _json_default(value: Any) -> Any:
 
 class StepContext:
     def __init__(self, *, run_id: UUID, business_key: str, workflow_name: str, workflow_version: int,
-                 step: str, attempt: int, lease: Lease, store: RunStore, cursor: ReplayCursor) -> None:
+                 step: str, attempt: int, lease: Lease, store: RunStore, cursor: ReplayCursor,
+                 side_effects: tuple[str, ...] = ()) -> None:
         self.run_id = run_id
         self.business_key = business_key
         self.workflow_name = workflow_name
@@ -41,6 +45,7 @@ class StepContext:
         self._lease = lease
         self._store = store
         self._cursor = cursor
+        self._declared_side_effects = side_effects
         self.replayed = 0  # recorded results reused in this execution of the step
         self.called = 0
 
@@ -61,3 +66,19 @@ class StepContext:
             self._store.record_activity(self._lease, self.step, index, name, result)
             self.called += 1
         return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
+
+    def side_effect(self, action: str, *, business_key: str, downstream: Downstream,
+                    payload: dict[str, Any]) -> dict[str, Any]:
+        """Perform an external action exactly once (the ledger's Prepare -> Execute -> Commit).
+
+        The operation id, sha256("run_id:action:business_key")[:32], is the Idempotency-Key
+        sent to downstreams that honour one. Re-entry returns the recorded result.
+        """
+        if action not in self._declared_side_effects:
+            raise NonRetryableError(
+                f"step {self.step!r} performs side effect {action!r} but does not declare it; "
+                f"add side_effects=[{action!r}] to its @step (it is part of the topology fingerprint)",
+                kind="undeclared_side_effect",
+            )
+        return side_effects.perform(self._store, self._lease, step=self.step, action=action,
+                                    business_key=business_key, downstream=downstream, payload=to_json(payload))

@@ -12,7 +12,7 @@ from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from durable.context import StepContext
-from durable.engine.errors import LeaseLost, ReplayContractViolation, classify
+from durable.engine.errors import LeaseLost, NeedsAttention, ReplayContractViolation, classify
 from durable.engine.replay import ReplayCursor
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
@@ -83,13 +83,18 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
             run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
             workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=db,
             cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
+            side_effects=workflow.get_step(step_name).side_effects,
         )
         try:
             state = _execute_step(workflow, step_name, ctx, state)
-        except (LeaseLost, ReplayContractViolation) as exc:
-            if isinstance(exc, LeaseLost):
-                raise
+        except LeaseLost:
+            raise
+        except ReplayContractViolation as exc:
             db.block(lease, step_name, JournalEntry.Kind.REPLAY_VIOLATION, {"kind": "replay_violation", "message": str(exc)})
+            return Outcome(claimed=True, steps=done)
+        except NeedsAttention as exc:
+            db.needs_attention(lease, step_name, {"kind": "unknown_side_effect", "message": str(exc),
+                                                  "operation_id": exc.operation_id})
             return Outcome(claimed=True, steps=done)
         except Exception as exc:  # classified below: the one retry owner is this layer
             return _handle_step_error(db, lease, workflow, step_name, attempt, exc, done)

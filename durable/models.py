@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from durable.engine.ledger import OperationStatus
 from durable.engine.states import RunStatus
 
 
@@ -101,7 +102,10 @@ class JournalEntry(models.Model):
         REPLAY_VIOLATION = "replay_violation"
         CONTRACT_BLOCKED = "contract_blocked"
         OPERATOR = "operator"
-        STARTED = "started"
+        SIDE_EFFECT = "side_effect"
+        DUPLICATE_PREVENTED = "duplicate_prevented"
+        RECONCILIATION = "reconciliation"
+        NEEDS_ATTENTION = "needs_attention"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
     kind = models.CharField(max_length=30, choices=Kind.choices)
@@ -128,29 +132,26 @@ class JournalEntry(models.Model):
         return f"{self.run_id} {self.kind} {self.step} {self.name}"
 
 
+OPERATION_STATUS_CHOICES = [(s.value, s.value.replace("_", " ").capitalize()) for s in OperationStatus]
+
+
 class SideEffect(models.Model):
     """The side-effect ledger: one row per external action, keyed by its operation id."""
-
-    class Status(models.TextChoices):
-        PENDING = "PENDING"
-        STARTED = "STARTED"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED_RETRYABLE = "FAILED_RETRYABLE"
-        FAILED_FINAL = "FAILED_FINAL"
-        UNKNOWN = "UNKNOWN"
 
     operation_id = models.CharField(max_length=32, primary_key=True)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="side_effects")
     step = models.CharField(max_length=100)
     action_name = models.CharField(max_length=100)
+    downstream = models.CharField(max_length=100, blank=True, help_text="the adapter's registered name")
     business_key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
     payload = models.JSONField(null=True, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(max_length=20, choices=OPERATION_STATUS_CHOICES, default=OperationStatus.PENDING)
     external_ref = models.CharField(max_length=200, blank=True)
     result_json = models.JSONField(null=True, blank=True)
     response_hash = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    duplicates_prevented = models.PositiveIntegerField(default=0)
     last_error = models.JSONField(null=True, blank=True)
     resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     resolved_at = models.DateTimeField(null=True, blank=True)
@@ -164,6 +165,7 @@ class SideEffect(models.Model):
             models.Index(fields=["status", "updated_at"], name="ledger_status_updated"),
             models.Index(fields=["business_key"], name="ledger_business_key"),
         ]
+        permissions = [("resolve_sideeffect", "Can resolve UNKNOWN side effects")]
 
     def __str__(self) -> str:
         return f"{self.action_name} {self.operation_id} {self.status}"

@@ -126,7 +126,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "durable.models.RUN_STATUS_CHOICES",
-        "SideEffectStatusEnum": "durable.models.SideEffect.Status",
+        "SideEffectStatusEnum": "durable.models.OPERATION_STATUS_CHOICES",
     },
 }
 
@@ -151,6 +151,7 @@ DURABLE_LEASE_SECONDS = float(os.environ.get("DURABLE_LEASE_SECONDS", "60"))
 DURABLE_TIME_SLICE_SECONDS = float(os.environ.get("DURABLE_TIME_SLICE_SECONDS", "20"))
 DURABLE_SWEEP_SECONDS = float(os.environ.get("DURABLE_SWEEP_SECONDS", "5"))
 DURABLE_PENDING_GRACE_SECONDS = float(os.environ.get("DURABLE_PENDING_GRACE_SECONDS", "10"))
+DURABLE_RECONCILE_AFTER_SECONDS = float(os.environ.get("DURABLE_RECONCILE_AFTER_SECONDS", "300"))
 DURABLE_WORKFLOW_MODULES = env_list("DURABLE_WORKFLOW_MODULES", "durable.demo.claims_agent")
 DURABLE_SANDBOX_URL = os.environ.get("DURABLE_SANDBOX_URL", "http://127.0.0.1:8765")
 DURABLE_LLM_BASE_URL = os.environ.get("DURABLE_LLM_BASE_URL", "")

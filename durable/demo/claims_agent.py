@@ -1,4 +1,4 @@
-"""claims-agent: plan a customer's claim with an LLM, read the order, propose a refund."""
+"""claims-agent: plan a claim with an LLM, read the order, refund it, open a ticket, tell the customer."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -22,6 +22,9 @@ class ClaimState(BaseModel):
     plan: dict[str, Any] | None = None
     order: dict[str, Any] | None = None
     proposed_refund: dict[str, Any] | None = None
+    refund: dict[str, Any] | None = None
+    ticket: dict[str, Any] | None = None
+    notification: dict[str, Any] | None = None
 
 
 claims_agent = register(
@@ -69,6 +72,42 @@ def propose_refund(ctx: Any, state: ClaimState) -> ClaimState:
     return state
 
 
+@claims_agent.step(side_effects=["refund"])
+def payment(ctx: Any, state: ClaimState) -> ClaimState:
+    proposal = state.proposed_refund or {}
+    state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=downstreams.payments, payload={
+        "order_id": proposal["order_id"], "amount": proposal["amount"], "currency": proposal["currency"],
+    })
+    return state
+
+
+@claims_agent.step(side_effects=["ticket"])
+def ticket(ctx: Any, state: ClaimState) -> ClaimState:
+    refund = state.refund or {}
+    state.ticket = ctx.side_effect("ticket", business_key=state.order_id, downstream=downstreams.tickets, payload={
+        "subject": f"Refund {refund.get('refund_id')} for {state.order_id}",
+        "body": (state.proposed_refund or {}).get("reason", ""),
+    })
+    return state
+
+
+@claims_agent.step(side_effects=["notify"])
+def notify(ctx: Any, state: ClaimState) -> ClaimState:
+    refund = state.refund or {}
+    state.notification = ctx.side_effect("notify", business_key=state.order_id, downstream=downstreams.notifications,
+                                         payload={
+        "to": (state.order or {}).get("customer", "customer"),
+        "message": f"We refunded {refund.get('amount')} {refund.get('currency')} for {state.order_id}.",
+    })
+    return state
+
+
 @claims_agent.output
-def proposal(state: ClaimState) -> dict[str, Any]:
-    return {"proposed_refund": state.proposed_refund, "plan": state.plan}
+def outcome(state: ClaimState) -> dict[str, Any]:
+    return {
+        "proposed_refund": state.proposed_refund,
+        "plan": state.plan,
+        "refund_id": (state.refund or {}).get("refund_id"),
+        "ticket_id": (state.ticket or {}).get("ticket_id"),
+        "notification_id": (state.notification or {}).get("notification_id"),
+    }

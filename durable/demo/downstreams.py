@@ -6,7 +6,9 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from durable.downstream import Outcome, register_downstream
 from durable.engine.errors import NonRetryableError
+from durable.engine.ledger import Capabilities
 
 
 def _client() -> httpx.Client:
@@ -26,3 +28,71 @@ def get_order(order_id: str) -> dict[str, Any]:
         raise NonRetryableError(f"order {order_id} does not exist", kind="business_rejection")
     response.raise_for_status()  # 429/5xx become HTTPStatusError, classified retryable
     return response.json()
+
+
+def _post(path: str, operation_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    # The Idempotency-Key goes to every downstream; only payments honours it. The others
+    # ignore it (the sandbox still counts calls by it, so drills can see every duplicate).
+    with _client() as client:
+        response = client.post(path, json=body, headers={"Idempotency-Key": operation_id})
+    response.raise_for_status()  # 4xx/5xx: the downstream answered, so it did not happen
+    return response.json()
+
+
+class PaymentsAdapter:
+    """Refunds. Honours Idempotency-Key: re-sending the same key never refunds twice."""
+
+    name = "payments"
+    capabilities = Capabilities(honours_idempotency_keys=True, can_lookup=False)
+
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+        refund = _post("/payments/refunds", operation_id, payload)
+        return Outcome(refund["refund_id"], refund)
+
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+        raise NotImplementedError("payments cannot be looked up; it honours idempotency keys instead")
+
+
+class TicketsAdapter:
+    """Support tickets. Ignores keys, but tickets can be listed by business key."""
+
+    name = "tickets"
+    capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=True)
+
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+        ticket = _post("/tickets", operation_id, self._body(operation_id, business_key, payload))
+        return Outcome(ticket["ticket_id"], ticket)
+
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+        with _client() as client:
+            response = client.get("/tickets", params={"business_key": business_key})
+        response.raise_for_status()
+        mine = [t for t in response.json()["tickets"] if self._marker(operation_id) in t["subject"]]
+        return Outcome(mine[0]["ticket_id"], mine[0]) if mine else None
+
+    @staticmethod
+    def _marker(operation_id: str) -> str:
+        return f"[op:{operation_id}]"
+
+    def _body(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        # The operation id rides in the subject, so a lookup can tell this ticket from others of the order.
+        return {**payload, "business_key": business_key, "subject": f"{payload['subject']} {self._marker(operation_id)}"}
+
+
+class NotificationsAdapter:
+    """Customer notifications. Neither honours keys nor can be looked up: crashes here become UNKNOWN."""
+
+    name = "notifications"
+    capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False)
+
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+        notification = _post("/notifications", operation_id, {**payload, "business_key": business_key})
+        return Outcome(notification["notification_id"], notification)
+
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+        raise NotImplementedError("notifications cannot be looked up")
+
+
+payments = register_downstream(PaymentsAdapter())
+tickets = register_downstream(TicketsAdapter())
+notifications = register_downstream(NotificationsAdapter())

@@ -36,8 +36,38 @@ class ReplayContractViolation(DurableError):
     """Re-executed code asked for different recorded calls than history holds (invariant 5)."""
 
 
+class OperationConflict(ActivityError):
+    """The same operation id was prepared again with a different request: refused, never sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False, kind="operation_conflict")
+
+
+class AmbiguousOutcome(DurableError):
+    """The request may have reached the downstream, and no answer says whether it took effect."""
+
+
+class NeedsAttention(DurableError):
+    """An operation is UNKNOWN: the run waits for an operator (DESIGN invariant 4)."""
+
+    def __init__(self, message: str, *, operation_id: str) -> None:
+        super().__init__(message)
+        self.operation_id = operation_id
+
+
 class LeaseLost(DurableError):
     """This worker's fencing token is no longer the run's: it must stop writing (invariant 9)."""
+
+
+# A timeout or broken connection after the request went out: it may have been applied.
+# (Connect errors and pool timeouts happen before sending, so they are not ambiguous.)
+_AMBIGUOUS_NAMES = {"ReadTimeout", "WriteTimeout", "RemoteProtocolError", "ReadError", "WriteError",
+                    "APITimeoutError", "AmbiguousOutcome"}
+
+
+def is_ambiguous(exc: BaseException) -> bool:
+    """Could the downstream have acted on a request that ended with this error?"""
+    return bool(_type_names(exc) & _AMBIGUOUS_NAMES) or type(exc) is TimeoutError
 
 
 @dataclass(frozen=True)

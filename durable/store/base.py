@@ -90,6 +90,22 @@ class RunStore:
             run_id=lease.run_id, kind=kind, step=step, fencing_token=lease.token, created_at=now, **fields
         )
 
+    def fence(self, lease: Lease) -> None:
+        """Inside a caller's transaction: prove the lease still holds (and extend it)."""
+        now = timezone.now()
+        self._fenced(lease, now, lease_expires_at=lease.expiry(now))
+
+    def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
+        return self._journal(lease, timezone.now(), kind, step, **fields)
+
+    def needs_attention(self, lease: Lease, step: str, detail: dict[str, Any]) -> None:
+        """An operation is UNKNOWN: release the run to wait for an operator's resolution."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(lease, now, status=RunStatus.NEEDS_ATTENTION, error=detail, lease_owner=None,
+                         lease_expires_at=None)
+            self._journal(lease, now, JournalEntry.Kind.NEEDS_ATTENTION, step, detail=detail)
+
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         """Record an activity's result the moment it returns, so a crash never asks again."""
         now = timezone.now()

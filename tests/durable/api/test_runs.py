@@ -272,7 +272,7 @@ def test_detail_shows_checkpoints_journal_and_side_effects(api, calls_file):
     run, _ = services.start_run(workflow="test-counting", input={"calls_file": calls_file}, business_key="b")
     executor.advance(run.id)
     SideEffect.objects.create(operation_id="a" * 32, run=run, step="s3", action_name="refund", business_key="b",
-                              request_hash="h" * 64, status=SideEffect.Status.SUCCEEDED, external_ref="re_1")
+                              request_hash="h" * 64, status="SUCCEEDED", external_ref="re_1")
     response = api.get(f"{RUNS}{run.id}/")
     assert response.status_code == 200
     body = response.data

@@ -52,14 +52,20 @@ def calls(sandbox, service):
     return sandbox.state.calls_snapshot()[service]["calls"]
 
 
-def test_a_refund_claim_proposes_refunding_the_whole_order(scripted_planner):
+def test_a_refund_claim_refunds_the_whole_order_opens_a_ticket_and_notifies_once_each(scripted_planner):
     run = advance(start())
     assert run.status == RunStatus.SUCCEEDED
     assert run.output["proposed_refund"] == {
         "order_id": "ORD-1001", "amount": "120.00", "currency": "EUR", "customer": "Ada Lovelace", "reason": REFUND}
     assert run.output["plan"]["intent"] == "refund"
-    assert list(run.checkpoints.values_list("step", flat=True)) == ["", "planner", "lookup", "propose_refund"]
+    assert list(run.checkpoints.values_list("step", flat=True)) == [
+        "", "planner", "lookup", "propose_refund", "payment", "ticket", "notify"]
     assert calls(scripted_planner, "orders") == 1
+    counts = scripted_planner.state.calls_snapshot()
+    assert [counts[s]["effects"] for s in ("payments", "tickets", "notifications")] == [1, 1, 1]
+    assert run.output["refund_id"] == "re_1" and run.output["ticket_id"].startswith("TCK-")
+    assert set(run.side_effects.values_list("action_name", "status")) == {
+        ("refund", "SUCCEEDED"), ("ticket", "SUCCEEDED"), ("notify", "SUCCEEDED")}
 
 
 def test_the_proposal_takes_what_was_already_refunded_into_account(scripted_planner):

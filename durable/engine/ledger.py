@@ -1,0 +1,79 @@
+"""The side-effect ledger's rules: operation statuses, their transitions, and what re-entry does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OperationStatus(StrEnum):
+    PENDING = "PENDING"  # prepared: id, hash and row exist; nothing sent
+    STARTED = "STARTED"  # committed before the downstream is called: the crash window
+    SUCCEEDED = "SUCCEEDED"
+    FAILED_RETRYABLE = "FAILED_RETRYABLE"  # known not to have happened; may be tried again, same key
+    FAILED_FINAL = "FAILED_FINAL"
+    UNKNOWN = "UNKNOWN"  # the machine cannot know; only an operator resolves it
+
+
+OP_TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
+    OperationStatus.PENDING: frozenset({OperationStatus.STARTED}),
+    OperationStatus.STARTED: frozenset({
+        OperationStatus.STARTED,  # re-sent with the same key after a crash
+        OperationStatus.SUCCEEDED, OperationStatus.FAILED_RETRYABLE, OperationStatus.FAILED_FINAL,
+        OperationStatus.UNKNOWN,
+    }),
+    OperationStatus.FAILED_RETRYABLE: frozenset({OperationStatus.STARTED}),
+    # Only an operator moves an UNKNOWN operation, and never the machine to a failure on its own.
+    OperationStatus.UNKNOWN: frozenset({OperationStatus.SUCCEEDED, OperationStatus.FAILED_RETRYABLE,
+                                        OperationStatus.FAILED_FINAL}),
+    OperationStatus.SUCCEEDED: frozenset(),
+    OperationStatus.FAILED_FINAL: frozenset(),
+}
+
+
+def can_move(current: OperationStatus | str, target: OperationStatus | str) -> bool:
+    return OperationStatus(target) in OP_TRANSITIONS[OperationStatus(current)]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a downstream promises: it honours Idempotency-Keys; its records can be looked up."""
+
+    honours_idempotency_keys: bool = False
+    can_lookup: bool = False
+
+
+class Reentry(StrEnum):
+    """What to do when a step meets an operation that already has a ledger row."""
+
+    RETURN_RECORDED = "return_recorded"  # SUCCEEDED: a duplicate prevented
+    EXECUTE = "execute"  # PENDING or FAILED_RETRYABLE: send it (with the same key)
+    RECONCILE = "reconcile"  # STARTED: it may have happened; find out before anything else
+    FAIL_STEP = "fail_step"  # FAILED_FINAL
+    NEEDS_ATTENTION = "needs_attention"  # UNKNOWN: wait for an operator
+
+
+def on_reentry(status: OperationStatus | str) -> Reentry:
+    return {
+        OperationStatus.SUCCEEDED: Reentry.RETURN_RECORDED,
+        OperationStatus.PENDING: Reentry.EXECUTE,
+        OperationStatus.FAILED_RETRYABLE: Reentry.EXECUTE,
+        OperationStatus.STARTED: Reentry.RECONCILE,
+        OperationStatus.FAILED_FINAL: Reentry.FAIL_STEP,
+        OperationStatus.UNKNOWN: Reentry.NEEDS_ATTENTION,
+    }[OperationStatus(status)]
+
+
+class Reconciliation(StrEnum):
+    """How a STARTED (possibly sent) operation is settled (DESIGN invariant 3)."""
+
+    RETRY_SAME_KEY = "retry_same_key"
+    LOOK_UP = "look_up"
+    UNKNOWN = "unknown"
+
+
+def reconciliation_for(capabilities: Capabilities) -> Reconciliation:
+    if capabilities.honours_idempotency_keys:
+        return Reconciliation.RETRY_SAME_KEY
+    if capabilities.can_lookup:
+        return Reconciliation.LOOK_UP
+    return Reconciliation.UNKNOWN

@@ -1,0 +1,82 @@
+"""The side-effect ledger's writes. Each is one transaction, fenced by the run's lease."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from durable.downstream import Outcome
+from durable.engine.errors import OperationConflict
+from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
+from durable.engine.ledger import OperationStatus as Op
+from durable.models import JournalEntry, SideEffect
+from durable.store import Lease, RunStore
+
+
+class StaleOperation(Exception):
+    """The row was not in the status this write expected: someone else moved it."""
+
+
+def prepare(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,
+            payload: dict[str, Any]) -> SideEffect:
+    """Prepare: the id, the request hash and the ledger row. Nothing is sent."""
+    op_id = operation_id(str(lease.run_id), action, business_key)
+    req_hash = request_hash(payload)
+    with transaction.atomic():
+        db.fence(lease)
+        row, created = SideEffect.objects.get_or_create(operation_id=op_id, defaults={
+            "run_id": lease.run_id, "step": step, "action_name": action, "business_key": business_key,
+            "downstream": downstream, "request_hash": req_hash, "payload": payload,
+        })
+    if not created and row.request_hash != req_hash:
+        raise OperationConflict(
+            f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
+            f"and is now asked with {req_hash}; a changed request needs a new business key"
+        )
+    return row
+
+
+def _move(db: RunStore, lease: Lease, row: SideEffect, sources: set[Op], target: Op, journal: dict[str, Any] | None,
+          **fields: Any) -> None:
+    with transaction.atomic():
+        db.fence(lease)
+        moved = SideEffect.objects.filter(operation_id=row.operation_id, status__in=sources).update(
+            status=target, updated_at=timezone.now(), **fields)
+        if not moved:
+            raise StaleOperation(f"operation {row.operation_id} is no longer in {sorted(sources)}")
+        if journal is not None:
+            db.journal(lease, JournalEntry.Kind.SIDE_EFFECT, row.step, name=row.action_name,
+                       detail={"operation_id": row.operation_id, "status": target.value, **journal})
+    row.refresh_from_db()
+
+
+def mark_started(db: RunStore, lease: Lease, row: SideEffect) -> None:
+    """Committed before the downstream is called: from here on, a crash is a STARTED row."""
+    _move(db, lease, row, {Op.PENDING, Op.STARTED, Op.FAILED_RETRYABLE}, Op.STARTED, None, attempts=F("attempts") + 1)
+
+
+def commit_success(db: RunStore, lease: Lease, row: SideEffect, outcome: Outcome, *, evidence: str = "") -> None:
+    result = canonical_json(outcome.result)
+    _move(db, lease, row, {Op.STARTED}, Op.SUCCEEDED,
+          {"external_ref": outcome.external_ref, **({"evidence": evidence} if evidence else {})},
+          external_ref=outcome.external_ref, result_json=outcome.result, response_hash=sha256_hex(result),
+          last_error=None)
+
+
+def mark_failed(db: RunStore, lease: Lease, row: SideEffect, *, retryable: bool, error: dict[str, Any]) -> None:
+    target = Op.FAILED_RETRYABLE if retryable else Op.FAILED_FINAL
+    _move(db, lease, row, {Op.STARTED}, target, {"error": error}, last_error=error)
+
+
+def mark_unknown(db: RunStore, lease: Lease, row: SideEffect, *, evidence: str) -> None:
+    _move(db, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
+
+
+def count_prevented_duplicate(db: RunStore, lease: Lease, row: SideEffect) -> None:
+    with transaction.atomic():
+        db.fence(lease)
+        SideEffect.objects.filter(operation_id=row.operation_id).update(duplicates_prevented=F("duplicates_prevented") + 1)
+        db.journal(lease, JournalEntry.Kind.DUPLICATE_PREVENTED, row.step, name=row.action_name,
+                   detail={"operation_id": row.operation_id, "external_ref": row.external_ref})

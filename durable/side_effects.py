@@ -1,0 +1,73 @@
+"""One side-effecting call: Prepare -> Execute -> Commit, before the step's checkpoint (invariant 2)."""
+from __future__ import annotations
+
+from typing import Any
+
+from durable import ledger
+from durable.downstream import Downstream
+from durable.engine.errors import NeedsAttention, NonRetryableError, RetryableError, classify, is_ambiguous
+from durable.engine.ledger import Reentry, on_reentry
+from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
+from durable.models import SideEffect
+from durable.store import Lease, RunStore
+from reconciliation.reconciler import reconcile_started
+
+
+def perform(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
+            payload: dict[str, Any]) -> dict[str, Any]:
+    """Make the external action happen once, returning its recorded result."""
+    row = ledger.prepare(db, lease, step=step, action=action, business_key=business_key,
+                         downstream=downstream.name, payload=payload)
+    fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
+    reentry = on_reentry(row.status)
+    if reentry is Reentry.RETURN_RECORDED:
+        ledger.count_prevented_duplicate(db, lease, row)
+        return row.result_json or {}
+    if reentry is Reentry.FAIL_STEP:
+        raise NonRetryableError(f"operation {row.operation_id} ({action}) failed for good: {row.last_error}",
+                                kind="side_effect_failed")
+    if reentry is Reentry.NEEDS_ATTENTION:
+        raise _needs_attention(row)
+    if reentry is Reentry.RECONCILE:
+        settled = reconcile_started(db, lease, row, downstream)
+        if settled.unknown:
+            raise _needs_attention(row)
+        if settled.outcome is not None:
+            return settled.outcome.result
+    return _execute(db, lease, row, downstream)
+
+
+def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
+    ledger.mark_started(db, lease, row)
+    fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
+    try:
+        outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
+    except Exception as exc:
+        _settle_failure(db, lease, row, downstream, exc)
+        raise
+    fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
+    ledger.commit_success(db, lease, row, outcome)
+    fault_point(AFTER_COMMIT, operation_id=row.operation_id, action=row.action_name)
+    return outcome.result
+
+
+def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception) -> None:
+    """Record what a failed call means. Raises instead of returning where the error changes."""
+    verdict = classify(exc)
+    if not is_ambiguous(exc):  # the downstream answered, or we never reached it: it did not happen
+        ledger.mark_failed(db, lease, row, retryable=verdict.retryable, error=verdict.as_json())
+        return
+    caps = downstream.capabilities
+    if caps.honours_idempotency_keys or caps.can_lookup:
+        # Leave it STARTED: the retry re-enters it and the reconciler re-sends it with the same
+        # key, or looks it up first.
+        raise RetryableError(f"{row.action_name} on {downstream.name} may have happened ({verdict.message}); "
+                             "it will be reconciled before anything is sent again", kind="ambiguous") from exc
+    ledger.mark_unknown(db, lease, row, evidence=f"{verdict.kind} after the request was sent: {verdict.message}; "
+                                                 f"{downstream.name} has no idempotency keys and no lookup")
+    raise _needs_attention(row) from exc
+
+
+def _needs_attention(row: SideEffect) -> NeedsAttention:
+    return NeedsAttention(f"operation {row.operation_id} ({row.action_name} for {row.business_key}) is UNKNOWN: "
+                          "an operator must say whether it happened", operation_id=row.operation_id)
