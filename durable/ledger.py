@@ -8,15 +8,21 @@ from django.db.models import F
 from django.utils import timezone
 
 from durable.downstream import Outcome
-from durable.engine.errors import OperationConflict
+from durable.engine.errors import OperationConflict, RetryableError
 from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.models import JournalEntry, SideEffect
 from durable.store import Lease, RunStore
 
 
-class StaleOperation(Exception):
-    """The row was not in the status this write expected: someone else moved it."""
+class StaleOperation(RetryableError):
+    """The row was not in the status this write expected: the sweeper's reconciler moved it.
+
+    Retryable: the step runs again and its re-entry acts on the operation's new status.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="concurrent_ledger_change")
 
 
 def prepare(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,

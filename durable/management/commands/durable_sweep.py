@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from durable import sweeper
+from reconciliation.sweeper import reconcile_stale
 
 
 class Command(BaseCommand):
@@ -18,8 +19,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, loop: bool, **options: Any) -> None:
         while True:
+            settled = reconcile_stale()
             ids = sweeper.sweep()
-            self.stdout.write(f"re-enqueued {len(ids)} run(s)")
+            self.stdout.write(f"reconciled {settled} stale operation(s), re-enqueued {len(ids)} run(s)")
             if not loop:
                 return
             time.sleep(settings.DURABLE_SWEEP_SECONDS)

@@ -1,0 +1,1 @@
+"""The operations API: the ledger's rows, and the resolution of UNKNOWN ones."""

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from durable import services
+from durable.api.views import ConflictError
+from durable.engine.ledger import OperationStatus
+from durable.models import SideEffect
+from reconciliation.api.serializers import OperationSerializer, ResolveSerializer
+from reconciliation.services import resolve_operation
+
+PERMISSIONS = {"list": "durable.view_sideeffect", "retrieve": "durable.view_sideeffect",
+               "resolve": "durable.resolve_sideeffect"}
+
+
+class OperationPermission(BasePermission):
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        needed = PERMISSIONS.get(getattr(view, "action", None) or "")
+        return bool(request.user and request.user.is_authenticated and needed and request.user.has_perm(needed))
+
+
+class OperationFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=list(OperationStatus), required=False)
+    action = serializers.CharField(max_length=100, required=False)
+    run = serializers.UUIDField(required=False)
+
+
+class OldestFirst(CursorPagination):
+    ordering = ("updated_at", "operation_id")
+    page_size = 50
+
+
+class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The side-effect ledger, oldest first; UNKNOWN operations are resolved here."""
+
+    permission_classes = [OperationPermission]
+    serializer_class = OperationSerializer
+    pagination_class = OldestFirst
+    queryset = SideEffect.objects.select_related("resolved_by")
+
+    def get_queryset(self) -> Any:
+        queryset = super().get_queryset()
+        if self.action == "list":
+            filters = OperationFilterSerializer(data=self.request.query_params)
+            filters.is_valid(raise_exception=True)
+            lookups = {"status": "status", "action": "action_name", "run": "run_id"}
+            queryset = queryset.filter(**{lookups[k]: v for k, v in filters.validated_data.items()})
+        return queryset
+
+    @extend_schema(parameters=[OperationFilterSerializer])
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=ResolveSerializer, responses=OperationSerializer)
+    @action(detail=True, methods=["post"])
+    def resolve(self, request: Request, pk: str | None = None) -> Response:
+        operation = self.get_object()
+        payload = ResolveSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            resolved = resolve_operation(operation_id=operation.operation_id, user=request.user, source="api",
+                                         **payload.validated_data)
+        except services.InvalidInput as exc:
+            raise ValidationError(exc.errors) from None
+        except services.Conflict as exc:
+            raise ConflictError(exc) from None
+        return Response(OperationSerializer(resolved).data)

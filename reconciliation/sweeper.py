@@ -1,0 +1,73 @@
+"""The reconciler's sweep: operations left STARTED too long while no worker holds their run."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from durable.downstream import get_downstream
+from durable.engine.ids import canonical_json, sha256_hex
+from durable.engine.ledger import OperationStatus as Op
+from durable.engine.ledger import Reconciliation, reconciliation_for
+from durable.engine.states import RunStatus
+from durable.models import JournalEntry, Run, SideEffect
+
+log = logging.getLogger("durable.reconciliation")
+
+
+def stale_operations(limit: int = 200) -> list[SideEffect]:
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.DURABLE_RECONCILE_AFTER_SECONDS)
+    live = Q(run__status=RunStatus.RUNNING, run__lease_expires_at__gte=now)
+    return list(SideEffect.objects.filter(status=Op.STARTED, updated_at__lt=cutoff).exclude(live)
+                .select_related("run").order_by("updated_at")[:limit])
+
+
+def reconcile_stale(limit: int = 200) -> int:
+    """Settle what can be settled without the run; returns how many operations moved."""
+    moved = 0
+    for row in stale_operations(limit):
+        downstream = get_downstream(row.downstream)
+        if downstream is None:
+            log.warning("no adapter %r registered for operation %s", row.downstream, row.operation_id)
+            continue
+        how = reconciliation_for(downstream.capabilities)
+        if how is Reconciliation.RETRY_SAME_KEY:
+            continue  # the run's own re-entry re-sends it with the same key
+        if how is Reconciliation.LOOK_UP:
+            found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
+            if found is not None:
+                moved += _move(row, Op.SUCCEEDED, "found", f"{downstream.name} has {found.external_ref}",
+                               external_ref=found.external_ref, result_json=found.result,
+                               response_hash=sha256_hex(canonical_json(found.result)))
+            else:
+                moved += _move(row, Op.FAILED_RETRYABLE, "not_found",
+                               f"{downstream.name} has no record: it never happened")
+            continue
+        moved += _move(row, Op.UNKNOWN, "unknown",
+                       f"{downstream.name} neither honours keys nor can be looked up; STARTED since {row.updated_at:%Y-%m-%d %H:%M:%S}")
+    return moved
+
+
+def _move(row: SideEffect, target: Op, decision: str, evidence: str, **fields: object) -> int:
+    now = timezone.now()
+    with transaction.atomic():
+        if not SideEffect.objects.filter(operation_id=row.operation_id, status=Op.STARTED).update(
+                status=target, updated_at=now, **fields):
+            return 0
+        run = Run.objects.get(id=row.run_id)
+        JournalEntry.objects.create(
+            run=run, kind=JournalEntry.Kind.RECONCILIATION, step=row.step, name=row.action_name, created_at=now,
+            fencing_token=run.fencing_token,
+            detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, "by": "sweeper"},
+        )
+        if target == Op.UNKNOWN:
+            Run.objects.filter(id=run.id, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY],
+                               fencing_token=run.fencing_token).exclude(lease_expires_at__gte=now).update(
+                status=RunStatus.NEEDS_ATTENTION, lease_owner=None, lease_expires_at=None, updated_at=now,
+                error={"kind": "unknown_side_effect", "operation_id": row.operation_id, "message": evidence})
+    return 1
