@@ -10,7 +10,9 @@ from django.db import transaction
 def enqueue(run_id: UUID | str, *, countdown: float | None = None) -> None:
     from durable.tasks import advance_run
 
-    advance_run.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    # Drills deliver every message twice to prove duplicates are harmless (the lease decides).
+    for _ in range(2 if settings.DURABLE_DELIVER_TWICE else 1):
+        advance_run.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 def enqueue_on_commit(run_id: UUID | str) -> None:

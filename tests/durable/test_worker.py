@@ -117,3 +117,28 @@ def test_workers_fail_loudly_when_the_broker_is_unreachable(own_queue, worker_lo
         broken.start(timeout=8)
     broken.stop()
 
+
+
+def test_two_workers_with_every_message_delivered_twice_make_each_effect_and_checkpoint_once(
+        own_queue, settings, sandbox, worker_log_dir):
+    settings.DURABLE_DELIVER_TWICE = True
+    twice = {"DURABLE_DELIVER_TWICE": "true"}
+    orders = [f"ORD-{8100 + i}" for i in range(6)]
+    for order_id in orders:
+        sandbox.state.upsert_order({"order_id": order_id, "customer": "Drill", "amount": "30.00", "currency": "EUR",
+                                    "status": "paid", "refunded_amount": "0.00"})
+    with WorkerProcess(env=twice, log_path=worker_log_dir / "twice-a.log", name="twice-a"), \
+            WorkerProcess(env=twice, log_path=worker_log_dir / "twice-b.log", name="twice-b"):
+        runs = [services.start_run(workflow="claims-agent", business_key=order_id, input={
+            "order_id": order_id, "customer_message": f"Refund {order_id} please, it broke"})[0] for order_id in orders]
+        for run in runs:
+            wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
+    counts = sandbox.state.calls_snapshot()
+    for run in runs:
+        operations = list(run.side_effects.values_list("operation_id", "downstream"))
+        assert len(operations) == 3
+        for operation_id, downstream in operations:
+            assert counts[downstream]["effects_by_key"][operation_id] == 1
+        steps = list(run.checkpoints.values_list("step", flat=True))
+        assert len(steps) == len(set(steps)) == 7  # each step's checkpoint written once
+    assert sum(counts[s]["effects"] for s in ("payments", "tickets", "notifications")) == 3 * len(orders)
