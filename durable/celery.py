@@ -14,9 +14,10 @@ app.autodiscover_tasks()
 @app.on_after_configure.connect
 def _make_broker_folders(sender: Celery, **_: object) -> None:
     # kombu's filesystem transport expects its folders to exist.
-    folder = sender.conf.broker_transport_options.get("data_folder_in")
-    if folder:
-        os.makedirs(folder, exist_ok=True)
+    for key in ("data_folder_in", "control_folder"):
+        folder = sender.conf.broker_transport_options.get(key)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
 
 
 @worker_ready.connect
