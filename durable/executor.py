@@ -11,6 +11,7 @@ from uuid import UUID
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from durable import side_effects
 from durable.context import StepContext
 from durable.engine.errors import LeaseLost, NeedsAttention, ReplayContractViolation, classify
 from durable.engine.replay import ReplayCursor
@@ -134,6 +135,11 @@ def _handle_step_error(db: RunStore, lease: Lease, workflow: Workflow, step: str
         return Outcome(claimed=True, steps=done, retry_in=delay)
     if verdict.retryable:
         error["exhausted"] = True
+    unsure = side_effects.mark_unsettled_unknown(db, lease, f"step {step} gave up: {verdict.message}")
+    if unsure:  # never report as failed what may have happened (invariant 4)
+        db.needs_attention(lease, step, {**error, "kind": "unknown_side_effect", "operation_id": unsure[0],
+                                         "message": f"gave up with operation(s) {', '.join(unsure)} of unknown outcome"})
+        return Outcome(claimed=True, steps=done)
     db.fail(lease, step, attempts_made, error)
     log.info("step %s failed for good: %s", step, verdict.message, extra={"run_id": str(lease.run_id)})
     return Outcome(claimed=True, steps=done)

@@ -6,6 +6,7 @@ from typing import Any
 from durable import ledger
 from durable.downstream import Downstream
 from durable.engine.errors import NeedsAttention, NonRetryableError, RetryableError, classify, is_ambiguous
+from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, on_reentry
 from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
 from durable.models import SideEffect
@@ -22,7 +23,7 @@ def perform(db: RunStore, lease: Lease, *, step: str, action: str, business_key:
     reentry = on_reentry(row.status)
     if reentry is Reentry.RETURN_RECORDED:
         ledger.count_prevented_duplicate(db, lease, row)
-        return row.result_json or {}
+        return _result(row.result_json, row.external_ref)
     if reentry is Reentry.FAIL_STEP:
         raise NonRetryableError(f"operation {row.operation_id} ({action}) failed for good: {row.last_error}",
                                 kind="side_effect_failed")
@@ -33,8 +34,14 @@ def perform(db: RunStore, lease: Lease, *, step: str, action: str, business_key:
         if settled.unknown:
             raise _needs_attention(row)
         if settled.outcome is not None:
-            return settled.outcome.result
+            return _result(settled.outcome.result, settled.outcome.external_ref)
     return _execute(db, lease, row, downstream)
+
+
+def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
+    """What the step gets, the same live and on re-entry: the result plus the external reference
+    (which is all there is when an operator resolved the operation without a result)."""
+    return {**(result or {}), "external_ref": external_ref}
 
 
 def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
@@ -48,7 +55,7 @@ def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream
     fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
     ledger.commit_success(db, lease, row, outcome)
     fault_point(AFTER_COMMIT, operation_id=row.operation_id, action=row.action_name)
-    return outcome.result
+    return _result(outcome.result, outcome.external_ref)
 
 
 def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception) -> None:
@@ -71,3 +78,16 @@ def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Dow
 def _needs_attention(row: SideEffect) -> NeedsAttention:
     return NeedsAttention(f"operation {row.operation_id} ({row.action_name} for {row.business_key}) is UNKNOWN: "
                           "an operator must say whether it happened", operation_id=row.operation_id)
+
+
+def mark_unsettled_unknown(db: RunStore, lease: Lease, reason: str) -> list[str]:
+    """A run about to fail must not leave a possibly-performed operation looking failed.
+
+    Operations still STARTED (the last answer was ambiguous) become UNKNOWN instead, so the
+    run waits for an operator rather than failing with an effect that may have happened.
+    """
+    marked = []
+    for row in SideEffect.objects.filter(run_id=lease.run_id, status=Op.STARTED):
+        ledger.mark_unknown(db, lease, row, evidence=f"{reason}; the last attempt's outcome is not known")
+        marked.append(row.operation_id)
+    return marked

@@ -39,7 +39,13 @@ def reconcile_stale(limit: int = 200) -> int:
         if how is Reconciliation.RETRY_SAME_KEY:
             continue  # the run's own re-entry re-sends it with the same key
         if how is Reconciliation.LOOK_UP:
-            found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
+            try:
+                found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
+            except Exception:
+                # One unreachable downstream must not stop the sweep, nor the re-enqueueing that follows it.
+                log.warning("lookup of operation %s on %s failed; it stays STARTED until the next sweep",
+                            row.operation_id, downstream.name, exc_info=True)
+                continue
             if found is not None:
                 moved += _move(row, Op.SUCCEEDED, "found", f"{downstream.name} has {found.external_ref}",
                                external_ref=found.external_ref, result_json=found.result,
@@ -48,8 +54,9 @@ def reconcile_stale(limit: int = 200) -> int:
                 moved += _move(row, Op.FAILED_RETRYABLE, "not_found",
                                f"{downstream.name} has no record: it never happened")
             continue
-        moved += _move(row, Op.UNKNOWN, "unknown",
-                       f"{downstream.name} neither honours keys nor can be looked up; STARTED since {row.updated_at:%Y-%m-%d %H:%M:%S}")
+        evidence = (f"{downstream.name} neither honours keys nor can be looked up; "
+                    f"STARTED since {row.updated_at:%Y-%m-%d %H:%M:%S}")
+        moved += _move(row, Op.UNKNOWN, "unknown", evidence, last_error={"evidence": evidence})
     return moved
 
 

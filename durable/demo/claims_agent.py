@@ -85,7 +85,7 @@ def payment(ctx: Any, state: ClaimState) -> ClaimState:
 def ticket(ctx: Any, state: ClaimState) -> ClaimState:
     refund = state.refund or {}
     state.ticket = ctx.side_effect("ticket", business_key=state.order_id, downstream=downstreams.tickets, payload={
-        "subject": f"Refund {refund.get('refund_id')} for {state.order_id}",
+        "subject": f"Refund {refund.get('external_ref')} for {state.order_id}",
         "body": (state.proposed_refund or {}).get("reason", ""),
     })
     return state
@@ -107,7 +107,7 @@ def outcome(state: ClaimState) -> dict[str, Any]:
     return {
         "proposed_refund": state.proposed_refund,
         "plan": state.plan,
-        "refund_id": (state.refund or {}).get("refund_id"),
-        "ticket_id": (state.ticket or {}).get("ticket_id"),
-        "notification_id": (state.notification or {}).get("notification_id"),
+        "refund_id": (state.refund or {}).get("external_ref"),
+        "ticket_id": (state.ticket or {}).get("external_ref"),
+        "notification_id": (state.notification or {}).get("external_ref"),
     }

@@ -4,7 +4,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from durable import dispatch, services
+from durable import services
 from durable.demo.claims_agent import claims_agent
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, OperatorAction, Run

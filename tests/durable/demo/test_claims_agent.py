@@ -1,10 +1,10 @@
 """The demo claims-agent, advanced in this process against the sandbox services over real HTTP."""
 import pytest
-from django.utils import timezone
 
-from durable import executor, services
+from durable import services
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, Run
+from durable.models import JournalEntry
+from tests.durable.claims import advance, make_retry_due
 
 pytestmark = pytest.mark.django_db
 
@@ -33,14 +33,6 @@ def start(order_id="ORD-1001", message=REFUND):
     return run
 
 
-def advance(run):
-    executor.advance(run.id)
-    run.refresh_from_db()
-    return run
-
-
-def make_retry_due(run):
-    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
 
 
 def activities(run):
