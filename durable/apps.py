@@ -9,6 +9,7 @@ class DurableConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from durable import checks  # noqa: F401  registers the launch checks
         from durable.registry import discover
 
         discover(settings.DURABLE_WORKFLOW_MODULES)

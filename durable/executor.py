@@ -13,8 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from durable import side_effects
 from durable.context import StepContext
+from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.errors import LeaseLost, NeedsAttention, ReplayContractViolation, classify
 from durable.engine.replay import ReplayCursor
+from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.store import Lease, RunStore, store
@@ -54,27 +56,37 @@ def advance(run_id: UUID | str, *, owner: str | None = None) -> Outcome:
         return Outcome(claimed=True)
 
 
+def run_contract(run: Run) -> Contract:
+    return Contract(run.workflow_name, run.workflow_version, run.topology_fingerprint,
+                    tuple(shapes_from_json(run.topology or [])),
+                    {name: getattr(run, name) for name in PINNABLE})
+
+
 def _pinned_workflow(db: RunStore, lease: Lease, run: Run) -> Workflow | None:
-    """The replay contract's minimum: the exact version and topology the run started with."""
+    """The replay contract, checked before any step runs: same version, shape and pinned releases."""
     try:
-        workflow = registry.get(run.workflow_name, run.workflow_version)
-    except UnknownWorkflow as exc:
-        db.block(lease, run.current_step, JournalEntry.Kind.CONTRACT_BLOCKED,
-                 {"kind": "version_missing", "message": str(exc)})
-        return None
-    if workflow.fingerprint != run.topology_fingerprint:
-        db.block(lease, run.current_step, JournalEntry.Kind.CONTRACT_BLOCKED, {
-            "kind": "topology_changed",
-            "message": f"{run.workflow_name} v{run.workflow_version} now has a different topology "
-                       f"({workflow.fingerprint}) than the run started with ({run.topology_fingerprint})",
-        })
+        workflow: Workflow | None = registry.get(run.workflow_name, run.workflow_version)
+    except UnknownWorkflow:
+        workflow = None
+    refusal = check_contract(run_contract(run), workflow.as_contract() if workflow else None,
+                             workflow.pinned if workflow else ())
+    if refusal is not None:
+        block(db, lease, run.current_step, refusal)
         return None
     return workflow
 
 
+def block(db: RunStore, lease: Lease, step: str, refusal: Refusal) -> None:
+    db.block(lease, step, JournalEntry.Kind.CONTRACT_BLOCKED, refusal.as_json())
+
+
 def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outcome:
     point = db.resume_point(lease)
-    state = workflow.state.model_validate(point.state)
+    readable = upcast(point.state, point.state_schema_version, workflow.checkpoint_schema_version, workflow.upcasters)
+    if isinstance(readable, Refusal):
+        block(db, lease, point.next_step, readable)
+        return Outcome(claimed=True)
+    state = workflow.state.model_validate(readable)
     step_name, attempt = point.next_step, run.attempt
     deadline = time.monotonic() + settings.DURABLE_TIME_SLICE_SECONDS
     recorded = db.recorded_calls(run.id)  # each step runs at most once per task, so this stays true

@@ -25,6 +25,7 @@ class Run(models.Model):
     prompt_release = models.CharField(max_length=100, blank=True)
     model_policy_version = models.CharField(max_length=100, blank=True)
     topology_fingerprint = models.CharField(max_length=64)
+    topology = models.JSONField(default=list, blank=True, help_text="ordered steps and their side effects at start")
     business_key = models.CharField(max_length=200)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     start_request_hash = models.CharField(max_length=64, blank=True)
@@ -61,6 +62,7 @@ class Run(models.Model):
             ("cancel_run", "Can cancel runs"),
             ("retry_run", "Can retry runs now"),
             ("resume_run", "Can resume runs"),
+            ("migrate_run", "Can migrate runs to a newer workflow version"),
         ]
 
     def __str__(self) -> str:

@@ -44,14 +44,16 @@ def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
 
 
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
-              user: AbstractBaseUser | None = None, enqueue: bool = True) -> tuple[Run, bool]:
+              user: AbstractBaseUser | None = None, enqueue: bool = True,
+              version: int | None = None) -> tuple[Run, bool]:
     """Start a run of the newest registered version of `workflow`; returns (run, created).
 
     With an idempotency key, a retried request returns the run the first one started.
-    `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later).
+    `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later);
+    `version` starts an older registered version instead of the newest.
     """
     try:
-        definition = registry.latest(workflow)
+        definition = registry.latest(workflow) if version is None else registry.get(workflow, version)
     except UnknownWorkflow as exc:
         raise InvalidInput({"workflow": [str(exc)]}) from None
     try:

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from durable.engine.contract import PINNABLE, Contract, Upcaster
 from durable.engine.fingerprint import StepShape, topology_fingerprint
+from durable.engine.topology import shapes_to_json
 from durable.engine.retry import RetryPolicy
 
 StepFn = Callable[[Any, BaseModel], BaseModel | None]
@@ -19,6 +21,16 @@ class Step:
     fn: StepFn
     side_effects: tuple[str, ...] = ()
     retry: RetryPolicy | None = None
+
+
+@dataclass(frozen=True)
+class Migration:
+    """How a newer version takes over runs of an older one: where each old position goes, and
+    how the old state becomes the new one. Applied only by an operator, and audited."""
+
+    from_version: int
+    step_map: dict[str, str]
+    upcast: Callable[[dict[str, Any]], dict[str, Any]] = lambda state: state
 
 
 @dataclass
@@ -38,6 +50,9 @@ class Workflow:
     prompt_release: str = ""
     model_policy_version: str = ""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    pinned: tuple[str, ...] = ()  # of PINNABLE: releases that must not change under a paused run
+    upcasters: dict[int, Upcaster] = field(default_factory=dict)  # checkpoint schema v -> v+1
+    migrations: list[Migration] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[BaseModel], BaseModel] | None = None
     _output: Callable[[BaseModel], Any] | None = None
@@ -65,11 +80,27 @@ class Workflow:
         self._output = fn
         return fn
 
+    def __post_init__(self) -> None:
+        unknown = set(self.pinned) - set(PINNABLE)
+        if unknown:
+            raise ValueError(f"pinned must name among {', '.join(PINNABLE)}; got {', '.join(sorted(unknown))}")
+
     # What the executor asks of a workflow.
 
     @property
+    def topology(self) -> tuple[StepShape, ...]:
+        return tuple(StepShape(s.name, s.side_effects) for s in self.steps)
+
+    def as_contract(self) -> Contract:
+        return Contract(self.name, self.version, self.fingerprint, self.topology,
+                        {name: getattr(self, name) for name in PINNABLE})
+
+    def migration_from(self, version: int) -> Migration | None:
+        return next((m for m in self.migrations if m.from_version == version), None)
+
+    @property
     def fingerprint(self) -> str:
-        return topology_fingerprint([StepShape(s.name, s.side_effects) for s in self.steps])
+        return topology_fingerprint(self.topology)
 
     @property
     def first_step(self) -> str:
@@ -111,4 +142,5 @@ class Workflow:
             "prompt_release": self.prompt_release,
             "model_policy_version": self.model_policy_version,
             "topology_fingerprint": self.fingerprint,
+            "topology": shapes_to_json(self.topology),
         }

@@ -10,11 +10,12 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
-import tests.durable.workflows  # noqa: F401  registers the test workflows in this process
+import tests.durable.version_workflows  # noqa: F401  registers the test workflows in this process
+import tests.durable.workflows  # noqa: F401
 from durable.processes import WorkerProcess
 from durable.sandbox import SandboxServer
 
-TEST_WORKFLOW_MODULES = ["durable.demo.claims_agent", "tests.durable.workflows"]
+TEST_WORKFLOW_MODULES = ["durable.demo.claims_agent", "tests.durable.workflows", "tests.durable.version_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
 
 

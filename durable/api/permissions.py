@@ -12,6 +12,8 @@ ACTION_PERMISSIONS = {
     "cancel": "durable.cancel_run",
     "retry": "durable.retry_run",
     "resume": "durable.resume_run",
+    "migrate": "durable.migrate_run",
+    "migrate_blocked": "durable.migrate_run",
 }
 
 

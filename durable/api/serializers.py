@@ -23,6 +23,20 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
+class MigrateSerializer(ReasonSerializer):
+    to_version = serializers.IntegerField(min_value=1)
+
+
+class MigrateBlockedSerializer(MigrateSerializer):
+    workflow = serializers.CharField(max_length=100)
+    from_version = serializers.IntegerField(min_value=1)
+
+
+class MigrateBlockedResultSerializer(serializers.Serializer):
+    migrated = serializers.ListField(child=serializers.UUIDField())
+    refused = serializers.DictField(child=serializers.CharField(), help_text="run id: why it was not migrated")
+
+
 class RunSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
 
@@ -30,7 +44,7 @@ class RunSerializer(serializers.ModelSerializer):
         model = Run
         fields = [
             "id", "url", "workflow_name", "workflow_version", "checkpoint_schema_version", "tool_catalog_version",
-            "prompt_release", "model_policy_version", "topology_fingerprint", "business_key", "idempotency_key",
+            "prompt_release", "model_policy_version", "topology_fingerprint", "topology", "business_key", "idempotency_key",
             "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
         ]

@@ -11,10 +11,18 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from durable import services
+from durable import services, versions
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
-from durable.api.serializers import ReasonSerializer, RunDetailSerializer, RunSerializer, StartRunSerializer
+from durable.api.serializers import (
+    MigrateBlockedResultSerializer,
+    MigrateBlockedSerializer,
+    MigrateSerializer,
+    ReasonSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+    StartRunSerializer,
+)
 from durable.models import Run
 
 
@@ -46,6 +54,10 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
             return RunDetailSerializer
         if self.action in {"cancel", "retry", "resume"}:
             return ReasonSerializer
+        if self.action == "migrate":
+            return MigrateSerializer
+        if self.action == "migrate_blocked":
+            return MigrateBlockedSerializer
         return RunSerializer
 
     def get_queryset(self) -> Any:
@@ -106,3 +118,27 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._steer(request, services.resume_run)
+
+    @extend_schema(request=MigrateSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def migrate(self, request: Request, pk: str | None = None) -> Response:
+        """Move a BLOCKED_VERSION run onto a version that declares a migration from its own."""
+        run = self.get_object()
+        payload = MigrateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            run = versions.migrate_run(run_id=run.id, user=request.user, source="api", **payload.validated_data)
+        except services.InvalidInput as exc:
+            raise ValidationError(exc.errors) from None
+        except services.Conflict as exc:
+            raise ConflictError(exc) from None
+        return Response(RunSerializer(run, context=self.get_serializer_context()).data)
+
+    @extend_schema(request=MigrateBlockedSerializer, responses=MigrateBlockedResultSerializer)
+    @action(detail=False, methods=["post"], url_path="migrate-blocked")
+    def migrate_blocked(self, request: Request) -> Response:
+        """Migrate every blocked run of one version; says which were refused and why."""
+        payload = MigrateBlockedSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        migrated, refused = versions.migrate_blocked_runs(user=request.user, source="api", **payload.validated_data)
+        return Response({"migrated": [str(r.id) for r in migrated], "refused": refused})

@@ -6,7 +6,7 @@ from rest_framework.authtoken.models import Token
 
 DEMO_USERNAME = "operator"
 DEMO_PASSWORD = "durable-demo"
-RUN_PERMISSIONS = ("view_run", "start_run", "cancel_run", "retry_run", "resume_run",
+RUN_PERMISSIONS = ("view_run", "start_run", "cancel_run", "retry_run", "resume_run", "migrate_run",
                    "view_sideeffect", "resolve_sideeffect")
 
 

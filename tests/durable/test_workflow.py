@@ -37,6 +37,7 @@ def test_the_contract_recorded_at_start_names_every_pinned_version():
     assert make().contract() == {
         "workflow_name": "wf", "workflow_version": 1, "checkpoint_schema_version": 1, "tool_catalog_version": "",
         "prompt_release": "p", "model_policy_version": "", "topology_fingerprint": make().fingerprint,
+        "topology": [{"step": "a", "side_effects": []}, {"step": "b", "side_effects": []}],
     }
 
 
