@@ -1,0 +1,107 @@
+"""The fault drill: its verdicts on made-up counts, and a tiny real drill through crashing workers."""
+from __future__ import annotations
+
+from dataclasses import replace
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from durable import drill
+from durable.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResult, Expectation, expectation,
+                           format_matrix, judge, run_drill)
+from durable.engine.ledger import Capabilities
+from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
+
+KEYS = Capabilities(honours_idempotency_keys=True)
+LOOKUP = Capabilities(can_lookup=True)
+BLIND = Capabilities()
+CLEAN = CellCounts(runs=5, crashes=5, completed=5, needs_attention=0, lost=0, unknown=0, ended_unknown=0,
+                   max_effects=1, duplicates=0, wrong_effects=0)
+ALL_UNKNOWN = replace(CLEAN, completed=0, needs_attention=5, unknown=5, ended_unknown=5)
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+@pytest.mark.parametrize("capabilities", [KEYS, LOOKUP])
+def test_a_downstream_with_keys_or_lookup_settles_every_crash(point, capabilities):
+    assert expectation(point, capabilities) == Expectation(ends_unknown=False, armed_effects=1)
+
+
+def test_a_blind_downstream_is_unknown_only_once_the_operation_is_started():
+    assert expectation(AFTER_PREPARE, BLIND) == Expectation(ends_unknown=False, armed_effects=1)
+    assert expectation(AFTER_STARTED, BLIND) == Expectation(ends_unknown=True, armed_effects=0)  # never sent
+    assert expectation(AFTER_DOWNSTREAM, BLIND) == Expectation(ends_unknown=True, armed_effects=1)
+    assert expectation(AFTER_COMMIT, BLIND) == Expectation(ends_unknown=False, armed_effects=1)
+
+
+def test_clean_cells_pass():
+    assert judge(CLEAN, expectation(AFTER_DOWNSTREAM, KEYS)) == []
+    assert judge(ALL_UNKNOWN, expectation(AFTER_DOWNSTREAM, BLIND)) == []
+
+
+@pytest.mark.parametrize("counts, capabilities, reason", [
+    (replace(CLEAN, duplicates=1, max_effects=2), KEYS, "1 operation(s) took effect twice"),
+    (replace(CLEAN, completed=4, lost=1), LOOKUP, "1 run(s) lost"),
+    (replace(CLEAN, completed=4, needs_attention=1, unknown=1, ended_unknown=1), LOOKUP,
+     "1 UNKNOWN operation(s) where the downstream can tell"),
+    (replace(ALL_UNKNOWN, completed=1, needs_attention=4, unknown=4, ended_unknown=4), BLIND,
+     "1 run(s) ended other than UNKNOWN"),
+    (replace(CLEAN, wrong_effects=1), KEYS, "1 operation(s) with the wrong number of effects"),
+    (replace(CLEAN, crashes=4), KEYS, "the fault fired in only 4 of 5 run(s)"),
+])
+def test_each_broken_promise_is_a_violation(counts, capabilities, reason):
+    assert reason in judge(counts, expectation(AFTER_DOWNSTREAM, capabilities))
+
+
+def test_the_matrix_is_a_fixed_width_table():
+    cells = (
+        CellResult(Cell(AFTER_PREPARE, "refund"), "payments", CLEAN, (), (), 1.0),
+        CellResult(Cell(AFTER_DOWNSTREAM, "notify"), "notifications", replace(ALL_UNKNOWN, duplicates=2),
+                   ("2 operation(s) took effect twice",), (), 1.0),
+    )
+    lines = format_matrix(DrillResult(DrillConfig(), cells, 12.34)).splitlines()
+    verdict_at = lines[0].index("verdict")
+    assert [line[verdict_at:] for line in lines[2:4]] == ["ok", "VIOLATION: 2 operation(s) took effect twice"]
+    assert lines[3].startswith("after_downstream  notify (notifications)")
+    assert "totals: 10 runs, 10 crash-injected, 2 duplicate effect(s), 0 lost, 1 cell(s) in violation" in lines
+    assert lines[-1] == "elapsed: 12.3 s"
+
+
+def test_the_command_refuses_a_fault_point_that_does_not_exist():
+    with pytest.raises(CommandError, match="--points must name fault points"):
+        call_command("durable_drill", "--points", "after_lunch")
+
+
+@pytest.mark.django_db
+def test_the_command_prints_the_matrix_and_fails_on_a_violation(monkeypatch):
+    twice = CellResult(Cell(AFTER_DOWNSTREAM, "notify"), "notifications", replace(ALL_UNKNOWN, duplicates=1),
+                       ("1 operation(s) took effect twice",), (), 1.0)
+    monkeypatch.setattr(drill, "run_drill", lambda config, on_cell: DrillResult(config, (twice,), 1.0))
+    out = StringIO()
+    with pytest.raises(CommandError, match="the drill found violations"):
+        call_command("durable_drill", "--runs-per-cell", "1", stdout=out)
+    assert "VIOLATION: 1 operation(s) took effect twice" in out.getvalue()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_tiny_drill_crashes_every_cell_and_nothing_takes_effect_twice(worker_log_dir):
+    # A representative subset, to stay short (each cell boots its own workers): the two crashes
+    # nothing can settle, and the classic window on a downstream with keys and one with a lookup.
+    # `manage.py durable_drill` runs all twelve cells.
+    tiny = DrillConfig(runs_per_cell=1, workers=2, timeout=60, log_dir=worker_log_dir)
+    blind = run_drill(replace(tiny, points=(AFTER_STARTED, AFTER_DOWNSTREAM), actions=("notify",)))
+    settled = run_drill(replace(tiny, points=(AFTER_DOWNSTREAM,), actions=("refund", "ticket")))
+
+    cells = {(cell.cell.point, cell.cell.action): cell for cell in blind.cells + settled.cells}
+    assert all(cell.ok for cell in cells.values()), format_matrix(blind) + "\n" + format_matrix(settled)
+    assert all(cell.counts.crashes == cell.counts.runs == 1 for cell in cells.values())
+    assert all((cell.counts.duplicates, cell.counts.lost) == (0, 0) for cell in cells.values())
+    for point, effects in ((AFTER_STARTED, 0), (AFTER_DOWNSTREAM, 1)):
+        unknown = cells[(point, "notify")].counts
+        assert (unknown.needs_attention, unknown.ended_unknown, unknown.max_effects) == (1, 1, effects)
+    for action, downstream in (("refund", "payments"), ("ticket", "tickets")):
+        counts = cells[(AFTER_DOWNSTREAM, action)].counts
+        assert cells[(AFTER_DOWNSTREAM, action)].downstream == downstream
+        assert (counts.completed, counts.unknown, counts.max_effects) == (1, 0, 1)
