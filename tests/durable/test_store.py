@@ -60,3 +60,16 @@ def test_only_one_worker_can_claim_a_run():
     first = db.claim(run.id, "w1", 30)
     assert first is not None and first[0].token == 1
     assert db.claim(run.id, "w2", 30) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_side_effect_costs_three_commits_beyond_its_steps_checkpoint():
+    import tests.durable.ledger_workflows  # noqa: F401  registers the probe workflow
+
+    run, _ = services.start_run(workflow="test-ledger-probe", input={}, business_key="p")
+    with count_commits() as counter:
+        executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    # claim + 2 step checkpoints + the ledger's PENDING, STARTED and SUCCEEDED writes
+    assert counter.commits == 1 + 2 + 3
