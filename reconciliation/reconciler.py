@@ -1,8 +1,9 @@
 """Settling STARTED operations: retry with the same key, look it up, or say UNKNOWN (invariant 3).
 
-Used by a worker that re-enters a STARTED operation, and by the sweeper for operations left
-STARTED too long. Every decision goes to the run's journal with its evidence. UNKNOWN is never
-turned into a failure or a retry here: only an operator resolves it.
+`investigate` finds out what is true of an operation; the worker that re-enters it
+(`reconcile_started`) and the sweeper (`reconciliation.sweeper`) each act on that finding.
+Every decision goes to the run's journal with its evidence. UNKNOWN is never turned into a
+failure or a retry here: only an operator resolves it.
 """
 from __future__ import annotations
 
@@ -14,6 +15,30 @@ from durable.downstream import Downstream, Outcome
 from durable.engine.ledger import Reconciliation, reconciliation_for
 from durable.models import JournalEntry, SideEffect
 from durable.store import Lease, RunStore
+
+RETRY_SAME_KEY, FOUND, NOT_FOUND, UNKNOWN = "retry_same_key", "found", "not_found", "unknown"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What is known of a STARTED operation, with the evidence for it."""
+
+    decision: str  # RETRY_SAME_KEY, FOUND, NOT_FOUND or UNKNOWN
+    evidence: str
+    found: Outcome | None = None
+
+
+def investigate(row: SideEffect, downstream: Downstream) -> Finding:
+    """Ask what the downstream's capabilities allow; may call its lookup (errors propagate)."""
+    how = reconciliation_for(downstream.capabilities)
+    if how is Reconciliation.RETRY_SAME_KEY:
+        return Finding(RETRY_SAME_KEY, f"{downstream.name} honours Idempotency-Key {row.operation_id}")
+    if how is Reconciliation.LOOK_UP:
+        found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
+        if found is not None:
+            return Finding(FOUND, f"{downstream.name} has {found.external_ref}", found)
+        return Finding(NOT_FOUND, f"{downstream.name} has no record: it never happened")
+    return Finding(UNKNOWN, f"{downstream.name} neither honours idempotency keys nor can be looked up")
 
 
 @dataclass(frozen=True)
@@ -31,20 +56,18 @@ def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: str, evidenc
 
 def reconcile_started(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> Settled:
     """A worker met a STARTED operation (or an ambiguous answer): decide what is true."""
-    how = reconciliation_for(downstream.capabilities)
-    if how is Reconciliation.RETRY_SAME_KEY:
-        _journal(db, lease, row, how.value, f"{downstream.name} honours Idempotency-Key {row.operation_id}")
+    finding = investigate(row, downstream)
+    if finding.decision == RETRY_SAME_KEY:
+        _journal(db, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=None)
-    if how is Reconciliation.LOOK_UP:
-        found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
-        if found is not None:
-            ledger.commit_success(db, lease, row, found, evidence=f"found by lookup on {downstream.name}")
-            _journal(db, lease, row, "found", f"{downstream.name} has {found.external_ref}")
-            return Settled(outcome=found)
-        _journal(db, lease, row, "not_found", f"{downstream.name} has no record: it never happened; sending")
+    if finding.found is not None:
+        ledger.commit_success(db, lease, row, finding.found, evidence=f"found by lookup on {downstream.name}")
+        _journal(db, lease, row, finding.decision, finding.evidence)
+        return Settled(outcome=finding.found)
+    if finding.decision == NOT_FOUND:
+        _journal(db, lease, row, finding.decision, f"{finding.evidence}; sending")
         return Settled(outcome=None)
-    evidence = (f"{downstream.name} neither honours idempotency keys nor can be looked up; "
-                f"the request may have been applied (attempt {row.attempts})")
+    evidence = f"{finding.evidence}; the request may have been applied (attempt {row.attempts})"
     ledger.mark_unknown(db, lease, row, evidence=evidence)
-    _journal(db, lease, row, "unknown", evidence)
+    _journal(db, lease, row, finding.decision, evidence)
     return Settled(outcome=None, unknown=True)

@@ -12,9 +12,9 @@ from django.utils import timezone
 from durable.downstream import get_downstream
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
-from durable.engine.ledger import Reconciliation, reconciliation_for
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from reconciliation.reconciler import NOT_FOUND, RETRY_SAME_KEY, Finding, investigate
 
 log = logging.getLogger("durable.reconciliation")
 
@@ -35,29 +35,28 @@ def reconcile_stale(limit: int = 200) -> int:
         if downstream is None:
             log.warning("no adapter %r registered for operation %s", row.downstream, row.operation_id)
             continue
-        how = reconciliation_for(downstream.capabilities)
-        if how is Reconciliation.RETRY_SAME_KEY:
-            continue  # the run's own re-entry re-sends it with the same key
-        if how is Reconciliation.LOOK_UP:
-            try:
-                found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
-            except Exception:
-                # One unreachable downstream must not stop the sweep, nor the re-enqueueing that follows it.
-                log.warning("lookup of operation %s on %s failed; it stays STARTED until the next sweep",
-                            row.operation_id, downstream.name, exc_info=True)
-                continue
-            if found is not None:
-                moved += _move(row, Op.SUCCEEDED, "found", f"{downstream.name} has {found.external_ref}",
-                               external_ref=found.external_ref, result_json=found.result,
-                               response_hash=sha256_hex(canonical_json(found.result)))
-            else:
-                moved += _move(row, Op.FAILED_RETRYABLE, "not_found",
-                               f"{downstream.name} has no record: it never happened")
+        try:
+            finding = investigate(row, downstream)
+        except Exception:
+            # One unreachable downstream must not stop the sweep, nor the re-enqueueing that follows it.
+            log.warning("lookup of operation %s on %s failed; it stays STARTED until the next sweep",
+                        row.operation_id, downstream.name, exc_info=True)
             continue
-        evidence = (f"{downstream.name} neither honours keys nor can be looked up; "
-                    f"STARTED since {row.updated_at:%Y-%m-%d %H:%M:%S}")
-        moved += _move(row, Op.UNKNOWN, "unknown", evidence, last_error={"evidence": evidence})
+        moved += _settle(row, finding)
     return moved
+
+
+def _settle(row: SideEffect, finding: Finding) -> int:
+    if finding.decision == RETRY_SAME_KEY:
+        return 0  # the run's own re-entry re-sends it with the same key
+    if finding.found is not None:
+        found = finding.found
+        return _move(row, Op.SUCCEEDED, finding.decision, finding.evidence, external_ref=found.external_ref,
+                     result_json=found.result, response_hash=sha256_hex(canonical_json(found.result)))
+    if finding.decision == NOT_FOUND:
+        return _move(row, Op.FAILED_RETRYABLE, finding.decision, finding.evidence)
+    evidence = f"{finding.evidence}; STARTED since {row.updated_at:%Y-%m-%d %H:%M:%S}"
+    return _move(row, Op.UNKNOWN, finding.decision, evidence, last_error={"evidence": evidence})
 
 
 def _move(row: SideEffect, target: Op, decision: str, evidence: str, **fields: object) -> int:

@@ -278,7 +278,7 @@ def test_the_sweeper_marks_a_stale_notification_unknown_and_the_run_needs_attent
     assert run.status == RunStatus.NEEDS_ATTENTION and run.lease_owner is None
     assert (run.error["kind"], run.error["operation_id"]) == ("unknown_side_effect", row.operation_id)
     [decision] = sweeper_decisions(run)
-    assert decision["decision"] == "unknown" and "neither honours keys nor can be looked up" in decision["evidence"]
+    assert decision["decision"] == "unknown" and "neither honours idempotency keys nor can be looked up" in decision["evidence"]
     assert executor.advance(run.id).claimed is False
     assert effects(demo, "notify") == 0
 
