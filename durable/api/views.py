@@ -6,12 +6,13 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from durable import services, versions
+from durable.api.errors import service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
 from durable.api.serializers import (
@@ -24,14 +25,6 @@ from durable.api.serializers import (
     StartRunSerializer,
 )
 from durable.models import Run
-
-
-class ConflictError(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-
-    def __init__(self, exc: services.Conflict) -> None:
-        super().__init__({"detail": str(exc), "current_status": exc.current})
 
 
 class RunCursorPagination(CursorPagination):
@@ -82,15 +75,11 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         key = data.get("idempotency_key") or request.headers.get("Idempotency-Key")
         if key and len(key) > 200:  # the header is not checked by the serializer; the column holds 200
             raise ValidationError({"idempotency_key": ["Idempotency-Key must be at most 200 characters."]})
-        try:
+        with service_errors():
             run, created = services.start_run(
                 workflow=data["workflow"], input=data["input"], business_key=data["business_key"],
                 idempotency_key=key, user=request.user,
             )
-        except services.InvalidInput as exc:
-            raise ValidationError(exc.errors) from None
-        except services.Conflict as exc:
-            raise ConflictError(exc) from None
         body = RunSerializer(run, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -98,10 +87,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         run = self.get_object()
         payload = ReasonSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
+        with service_errors():
             run = operation(run_id=run.id, user=request.user, source="api", reason=payload.validated_data["reason"])
-        except services.Conflict as exc:
-            raise ConflictError(exc) from None
         return Response(RunSerializer(run, context=self.get_serializer_context()).data)
 
     @extend_schema(request=ReasonSerializer, responses=RunSerializer)
@@ -126,12 +113,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         run = self.get_object()
         payload = MigrateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
+        with service_errors():
             run = versions.migrate_run(run_id=run.id, user=request.user, source="api", **payload.validated_data)
-        except services.InvalidInput as exc:
-            raise ValidationError(exc.errors) from None
-        except services.Conflict as exc:
-            raise ConflictError(exc) from None
         return Response(RunSerializer(run, context=self.get_serializer_context()).data)
 
     @extend_schema(request=MigrateBlockedSerializer, responses=MigrateBlockedResultSerializer)

@@ -5,15 +5,13 @@ from typing import Any
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from durable import services
-from durable.api.views import ConflictError
+from durable.api.errors import service_errors
 from durable.engine.ledger import OperationStatus
 from durable.models import SideEffect
 from reconciliation.api.serializers import OperationSerializer, ResolveSerializer
@@ -67,11 +65,7 @@ class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
         operation = self.get_object()
         payload = ResolveSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
+        with service_errors():
             resolved = resolve_operation(operation_id=operation.operation_id, user=request.user, source="api",
                                          **payload.validated_data)
-        except services.InvalidInput as exc:
-            raise ValidationError(exc.errors) from None
-        except services.Conflict as exc:
-            raise ConflictError(exc) from None
         return Response(OperationSerializer(resolved).data)

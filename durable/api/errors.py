@@ -1,0 +1,29 @@
+"""Service errors as API answers: bad input is a 400 naming the field, a stale state a 409."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rest_framework import status
+from rest_framework.exceptions import APIException, ValidationError
+
+from durable import services
+
+
+class ConflictError(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+    def __init__(self, exc: services.Conflict) -> None:
+        super().__init__({"detail": str(exc), "current_status": exc.current})
+
+
+@contextmanager
+def service_errors() -> Iterator[None]:
+    """Wrap a service call made by an endpoint."""
+    try:
+        yield
+    except services.InvalidInput as exc:
+        raise ValidationError(exc.errors) from None
+    except services.Conflict as exc:
+        raise ConflictError(exc) from None
