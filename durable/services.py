@@ -35,6 +35,21 @@ class Conflict(ServiceError):
         self.current = current
 
 
+def acting_user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
+    """The user to record as the actor: None for the machine or an anonymous caller."""
+    return user if user is not None and user.is_authenticated else None
+
+
+def audit(*, user: AbstractBaseUser | None, action: str, run: Run, source: str, status_before: str,
+          status_after: str, reason: str = "", operation_id: str = "", detail: dict[str, Any] | None = None,
+          ) -> OperatorAction:
+    """Append an operator action to the audit trail, inside the caller's transaction."""
+    return OperatorAction.objects.create(
+        actor=acting_user(user), action=action, run=run, source=source, status_before=status_before,
+        status_after=status_after, reason=reason, operation_id=operation_id, detail=detail,
+    )
+
+
 def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     for err in exc.errors():
@@ -71,7 +86,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             run = Run.objects.create(
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
                 start_request_hash=fingerprint, input=data.model_dump(mode="json"), current_step=definition.first_step,
-                created_by=user if user is not None and user.is_authenticated else None, enqueued_at=timezone.now(),
+                created_by=acting_user(user), enqueued_at=timezone.now(),
             )
             Checkpoint.objects.create(
                 run=run, seq=0, step="", next_step=definition.first_step, state=state,
@@ -112,10 +127,8 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
         if not updated:
             current = Run.objects.values_list("status", flat=True).get(id=run.id)
             raise Conflict(f"the run changed to {current} meanwhile; nothing was done", current=current)
-        OperatorAction.objects.create(
-            actor=user if user is not None and user.is_authenticated else None, action=action, run=run,
-            source=source, status_before=before, status_after=target, reason=reason,
-        )
+        audit(user=user, action=action, run=run, source=source, status_before=before, status_after=target,
+              reason=reason)
         if target == RunStatus.PENDING:
             dispatch.enqueue_on_commit(run.id)
     run.refresh_from_db()

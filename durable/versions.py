@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from durable import dispatch
 from durable.engine.states import TERMINAL, RunStatus
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run
+from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
-from durable.services import Conflict, InvalidInput
+from durable.services import Conflict, InvalidInput, audit
 
 
 def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser | None, source: str,
@@ -63,10 +63,8 @@ def _apply(run: Run, target, new_step: str, state: dict, seq: int, user: Abstrac
                                     detail={"before": before, "after": after, "reason": reason,
                                             "by": getattr(user, "username", None)},
                                     fencing_token=run.fencing_token + 1, created_at=now)
-        OperatorAction.objects.create(actor=user if user is not None and user.is_authenticated else None,
-                                      action="migrate_version", run=run, source=source,
-                                      status_before=RunStatus.BLOCKED_VERSION, status_after=RunStatus.PENDING,
-                                      reason=reason, detail={"before": before, "after": after})
+        audit(user=user, action="migrate_version", run=run, source=source, status_before=RunStatus.BLOCKED_VERSION,
+              status_after=RunStatus.PENDING, reason=reason, detail={"before": before, "after": after})
         dispatch.enqueue_on_commit(run.id)
     run.refresh_from_db()
     return run

@@ -11,8 +11,8 @@ from durable import dispatch
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, OperatorAction, Run, SideEffect
-from durable.services import Conflict, InvalidInput
+from durable.models import JournalEntry, Run, SideEffect
+from durable.services import Conflict, InvalidInput, acting_user, audit
 
 SUCCEEDED, DID_NOT_HAPPEN = "succeeded", "did_not_happen"
 RETRY, FAIL = "retry", "fail"
@@ -45,7 +45,7 @@ def resolve_operation(*, operation_id: str, user: AbstractBaseUser | None, outco
         raise Conflict(f"operation {operation_id} is {row.status}, not UNKNOWN: only UNKNOWN operations are "
                        "resolved by hand, and this one needs no resolution", current=row.status)
     now = timezone.now()
-    fields: dict[str, Any] = {"status": target, "resolved_by": user, "resolved_at": now,
+    fields: dict[str, Any] = {"status": target, "resolved_by": acting_user(user), "resolved_at": now,
                               "resolution_evidence": reason, "updated_at": now}
     if target == Op.SUCCEEDED:
         result = result or {}
@@ -56,10 +56,9 @@ def resolve_operation(*, operation_id: str, user: AbstractBaseUser | None, outco
             raise Conflict(f"operation {operation_id} was resolved meanwhile (now {current})", current=current)
         detail = {"operation_id": operation_id, "outcome": outcome, "follow_up": follow_up,
                   "external_ref": external_ref, "status_after": target.value}
-        OperatorAction.objects.create(actor=user, action="resolve_operation", run_id=row.run_id,
-                                      operation_id=operation_id, source=source, status_before=Op.UNKNOWN,
-                                      status_after=target, reason=reason, detail=detail)
         run = Run.objects.get(id=row.run_id)
+        audit(user=user, action="resolve_operation", run=run, operation_id=operation_id, source=source,
+              status_before=Op.UNKNOWN, status_after=target, reason=reason, detail=detail)
         JournalEntry.objects.create(run=run, kind=JournalEntry.Kind.OPERATOR, step=row.step, name=row.action_name,
                                     detail={**detail, "by": getattr(user, "username", None), "reason": reason},
                                     fencing_token=run.fencing_token, created_at=now)
