@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.test import override_settings
 
 from durable import celery_app, services
@@ -27,6 +27,7 @@ from durable.models import Run, SideEffect
 from durable.processes import WorkerProcess
 from durable.registry import UnknownWorkflow, registry
 from durable.sandbox import SandboxServer
+from durable.workload import delete_runs, wait_for_runs
 
 DEFAULT_ACTIONS = ("refund", "ticket", "notify")
 # Short lease, sweep and grace: a crashed run is rescued within seconds instead of minutes.
@@ -199,7 +200,7 @@ def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
                    "DURABLE_FAULT_DIR": str(fault_dir)}
             with DrillWorkers(env, config.workers, config.log_dir, cell.label) as workers:
                 run_ids = [_start_run(config.workflow, order_id) for order_id in orders]
-                _wait(run_ids, config.timeout, workers)
+                wait_for_runs(run_ids, until=SETTLED, timeout=config.timeout, tick=workers.supervise)
             # Counted only once the workers are gone: nothing can take effect after this.
             downstream, counts = measure(cell, run_ids, crashes=len(list(fault_dir.iterdir())),
                                          effects=sandbox.state.calls_snapshot())
@@ -226,14 +227,6 @@ def _start_run(workflow: str, order_id: str) -> UUID:
         "order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it",
     })
     return run.id
-
-
-def _wait(run_ids: list[UUID], timeout: float, workers: DrillWorkers) -> None:
-    deadline = time.monotonic() + timeout
-    unsettled = Run.objects.filter(id__in=run_ids).exclude(status__in=SETTLED)
-    while unsettled.exists() and time.monotonic() < deadline:
-        workers.supervise()
-        time.sleep(0.2)
 
 
 def _drop_queue(queue: str) -> None:
@@ -350,12 +343,7 @@ def _in_parallel(fn: Callable[[WorkerProcess], object], workers: list[WorkerProc
 
 def forget(result: DrillResult) -> None:
     """Delete the drill's runs, their ledger rows, checkpoints and journals."""
-    run_ids = [run_id for cell in result.cells for run_id in cell.run_ids]
-    for start in range(0, len(run_ids), 500):
-        chunk = run_ids[start:start + 500]
-        with transaction.atomic():
-            SideEffect.objects.filter(run_id__in=chunk).delete()  # PROTECTs its run: goes first
-            Run.objects.filter(id__in=chunk).delete()  # checkpoints and journal cascade
+    delete_runs([run_id for cell in result.cells for run_id in cell.run_ids])
 
 
 # -- the matrix ------------------------------------------------------------

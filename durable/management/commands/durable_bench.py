@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ from durable import dispatch, services
 from durable.bench.measure import BenchResult, measure
 from durable.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
-from durable.models import Checkpoint, JournalEntry, Run
 from durable.processes import WorkerProcess
+from durable.workload import delete_runs, wait_for_runs
 
 
 class Command(BaseCommand):
@@ -59,21 +58,15 @@ class Command(BaseCommand):
             started = timezone.now()
             for run_id in run_ids:
                 dispatch.enqueue(run_id)
-            self._wait(run_ids, timeout)
+            unfinished = wait_for_runs(run_ids, until={RunStatus.SUCCEEDED}, timeout=timeout)
+            if unfinished:
+                raise CommandError(f"{unfinished} run(s) unfinished after {timeout:.0f}s")
         finally:
             for worker in pool:
                 worker.stop()
         self._report(measure(run_ids, steps, started, stats_dir), workers)
         if not keep:
-            self._clean(run_ids)
-
-    def _wait(self, run_ids: list[uuid.UUID], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        pending = Run.objects.filter(id__in=run_ids).exclude(status=RunStatus.SUCCEEDED)
-        while pending.exists():
-            if time.monotonic() > deadline:
-                raise CommandError(f"{pending.count()} run(s) unfinished after {timeout:.0f}s")
-            time.sleep(0.2)
+            delete_runs(run_ids)
 
     def _report(self, r: BenchResult, workers: int) -> None:
         broker = settings.CELERY_BROKER_URL.split("://")[0]
@@ -87,10 +80,3 @@ class Command(BaseCommand):
                           f"(incl. one lease claim per task)")
         self.stdout.write(f"  advance tasks        {r.advance_tasks} = {r.advance_tasks / r.runs:.2f} per run "
                           f"(broker messages per step: {r.advance_tasks / r.steps:.3f})")
-
-    def _clean(self, run_ids: list[uuid.UUID]) -> None:
-        for start in range(0, len(run_ids), 500):
-            chunk = run_ids[start:start + 500]
-            Checkpoint.objects.filter(run_id__in=chunk).delete()
-            JournalEntry.objects.filter(run_id__in=chunk).delete()
-            Run.objects.filter(id__in=chunk).delete()
