@@ -15,6 +15,7 @@ from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.services import Conflict, InvalidInput, audit
+from durable.workflow import Workflow
 
 
 def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser | None, source: str,
@@ -44,7 +45,7 @@ def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser |
     return _apply(run, target, new_step, state, checkpoint.seq, user, source, reason)
 
 
-def _apply(run: Run, target, new_step: str, state: dict, seq: int, user: AbstractBaseUser | None,
+def _apply(run: Run, target: Workflow, new_step: str, state: dict, seq: int, user: AbstractBaseUser | None,
            source: str, reason: str) -> Run:
     now = timezone.now()
     before = {"workflow_version": run.workflow_version, "step": run.current_step}
@@ -110,10 +111,10 @@ def version_reports() -> list[VersionReport]:
             .values("workflow_name", "workflow_version", "status").annotate(n=Count("id")))
     for row in rows:
         counts.setdefault((row["workflow_name"], row["workflow_version"]), {})[row["status"]] = row["n"]
-    keys = set(counts) | {(wf.name, wf.version) for wf in registry.all()}
+    registered_keys = {(wf.name, wf.version) for wf in registry.all()}
     reports = []
-    for name, version in sorted(keys):
-        registered = (name, version) in {(wf.name, wf.version) for wf in registry.all()}
+    for name, version in sorted(set(counts) | registered_keys):
+        registered = (name, version) in registered_keys
         latest = registered and registry.latest(name).version == version
         blocked = [(str(r.id), (r.error or {}).get("message", "")) for r in
                    Run.objects.filter(workflow_name=name, workflow_version=version, status=RunStatus.BLOCKED_VERSION)
