@@ -46,8 +46,6 @@ class StepContext:
         self._store = store
         self._cursor = cursor
         self._declared_side_effects = side_effects
-        self.replayed = 0  # recorded results reused in this execution of the step
-        self.called = 0
 
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
                  **kwargs: Any) -> Any:
@@ -58,13 +56,11 @@ class StepContext:
         """
         index, recorded = self._cursor.next_call(name)
         if recorded is not None:
-            self.replayed += 1
             log.info("activity replayed", extra={"run_id": str(self.run_id), "step": self.step, "activity": name})
             result = recorded.result
         else:
             result = to_json(fn(*args, **kwargs))
             self._store.record_activity(self._lease, self.step, index, name, result)
-            self.called += 1
         return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
 
     def side_effect(self, action: str, *, business_key: str, downstream: Downstream,
