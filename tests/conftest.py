@@ -39,6 +39,14 @@ def sandbox(sandbox_server, settings):
     return sandbox_server
 
 
+@pytest.fixture
+def demo(sandbox, settings):
+    """The claims-agent with its deterministic planner, against the sandbox over real HTTP."""
+    settings.DURABLE_LLM_BASE_URL = ""
+    settings.DURABLE_HTTP_TIMEOUT_SECONDS = 0.3  # the sandbox hangs 2 s: the client gives up first
+    return sandbox
+
+
 def make_user(username: str, *perms: str) -> User:
     user = User.objects.create_user(username, password="pw-" + username)
     for perm in perms:

@@ -21,13 +21,6 @@ REFUND = "Hello, order ORD-1001 arrived broken. I would like a refund please."
 REFUND_PAYLOAD = {"order_id": "ORD-1001", "amount": "120.00", "currency": "EUR"}
 
 
-@pytest.fixture
-def demo(sandbox, settings):
-    """The claims-agent with its deterministic planner, against the sandbox over real HTTP."""
-    settings.DURABLE_LLM_BASE_URL = ""
-    return sandbox
-
-
 @pytest.fixture(autouse=True)
 def fresh_probe():
     probe.reset()

@@ -21,16 +21,6 @@ pytestmark = pytest.mark.django_db
 SERVICE = {"refund": "payments", "ticket": "tickets", "notify": "notifications"}
 
 
-@pytest.fixture
-def demo(sandbox, settings):
-    """The claims-agent with its deterministic planner, against the sandbox over real HTTP."""
-    settings.DURABLE_LLM_BASE_URL = ""
-    settings.DURABLE_HTTP_TIMEOUT_SECONDS = 0.3  # the sandbox hangs 2 s: the client gives up first
-    return sandbox
-
-
-
-
 def retry_now(run):
     make_retry_due(run)
     return advance(run)

@@ -16,18 +16,8 @@ SENT = {"notification_id": "ntf-1", "status": "sent"}
 
 
 @pytest.fixture
-def demo(sandbox, settings):
-    """The claims-agent with its deterministic planner, against the sandbox over real HTTP."""
-    settings.DURABLE_LLM_BASE_URL = ""
-    settings.DURABLE_HTTP_TIMEOUT_SECONDS = 0.3  # the sandbox hangs 2 s: the client gives up first
-    return sandbox
-
-
-@pytest.fixture
 def resolver(db):
     return make_user("resolver", "durable.resolve_sideeffect", "durable.view_sideeffect")
-
-
 
 
 def resolve(row, user, **fields):

@@ -20,14 +20,6 @@ SENT = {"notification_id": "ntf-1", "status": "sent"}
 RESOLVER_PERMS = ("durable.resolve_sideeffect", "durable.view_sideeffect", *ALL_RUN_PERMS)
 
 
-@pytest.fixture
-def demo(sandbox, settings):
-    """The claims-agent with its deterministic planner, against the sandbox over real HTTP."""
-    settings.DURABLE_LLM_BASE_URL = ""
-    settings.DURABLE_HTTP_TIMEOUT_SECONDS = 0.3  # the sandbox hangs 2 s: the client gives up first
-    return sandbox
-
-
 def client_for(user):
     client = APIClient()
     client.force_authenticate(user)
@@ -42,8 +34,6 @@ def resolver(db):
 @pytest.fixture
 def api(resolver):
     return client_for(resolver)
-
-
 
 
 def resolve_url(operation_id):
