@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 
 from durable import side_effects
 from durable.downstream import Downstream
+from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError
 from durable.engine.replay import ReplayCursor
 from durable.store import Lease, RunStore
@@ -62,6 +64,27 @@ class StepContext:
             result = to_json(fn(*args, **kwargs))
             self._store.record_activity(self._lease, self.step, index, name, result)
         return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
+
+    def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],
+                         approve: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
+                         revalidate: Callable[[dict[str, Any]], Any], expires_in: timedelta,
+                         on_invalid: str = "ask_again", on_expiry: str = "fail", approvers: int = 1) -> dict[str, Any]:
+        """Pause the run until a human decides; return the approval once it still holds.
+
+        `snapshot` (a dict, or a function reading it fresh) is what the approver sees; `approve`
+        is exactly what is approved (action, amount, target), or a function of the snapshot.
+        `revalidate(snapshot)` must be a module-level function returning a `Revalidation`: it
+        runs when the request is made, when a human decides, and right before the run acts.
+        Invalidated or expired requests take `on_invalid`/`on_expiry`: "ask_again" or "fail".
+        Rejection raises `ApprovalRejected`. Give the approval a step of its own: the step
+        runs again from its start once the decision is in.
+        """
+        from approvals.gate import Ask, Gate  # the approvals app builds on the core
+
+        ask = Ask(kind, snapshot, approve, revalidate, expires_in, Path(on_invalid), Path(on_expiry), approvers)
+        gate = Gate(self._store, self._lease, self.run_id, self.step, self.workflow_name, self.workflow_version,
+                    self.business_key)
+        return gate.request(ask)
 
     def side_effect(self, action: str, *, business_key: str, downstream: Downstream,
                     payload: dict[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,8 @@ class DrillConfig:
     actions: tuple[str, ...] = DEFAULT_ACTIONS
     workers: int = 2
     workflow: str = "claims-agent"
+    # Version 1 goes straight through its side effects; version 2 would wait days for a human.
+    version: int | None = 1
     timeout: float = 300.0  # per cell, from the moment its runs are started
     log_dir: Path | None = None
 
@@ -199,7 +201,7 @@ def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
             env = {**DRILL_ENV, "DURABLE_FAULT_POINTS": cell.point, "DURABLE_FAULT_ACTIONS": cell.action,
                    "DURABLE_FAULT_DIR": str(fault_dir)}
             with DrillWorkers(env, config.workers, config.log_dir, cell.label) as workers:
-                run_ids = [_start_run(config.workflow, order_id) for order_id in orders]
+                run_ids = [_start_run(config.workflow, config.version, order_id) for order_id in orders]
                 wait_for_runs(run_ids, until=SETTLED, timeout=config.timeout, tick=workers.supervise)
             # Counted only once the workers are gone: nothing can take effect after this.
             downstream, counts = measure(cell, run_ids, crashes=len(list(fault_dir.iterdir())),
@@ -222,8 +224,8 @@ def _seed_orders(sandbox: SandboxServer, number: int, runs: int) -> list[str]:
     return orders
 
 
-def _start_run(workflow: str, order_id: str) -> UUID:
-    run, _ = services.start_run(workflow=workflow, business_key=order_id, enqueue=True, input={
+def _start_run(workflow: str, version: int | None, order_id: str) -> UUID:
+    run, _ = services.start_run(workflow=workflow, version=version, business_key=order_id, enqueue=True, input={
         "order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it",
     })
     return run.id

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from durable import side_effects
 from durable.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
-from durable.engine.errors import LeaseLost, NeedsAttention, ReplayContractViolation, classify
+from durable.engine.errors import AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify
 from durable.engine.replay import ReplayCursor
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
@@ -102,6 +102,8 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
             state = _execute_step(workflow, step_name, ctx, state)
         except LeaseLost:
             raise
+        except AwaitingApproval:  # the request and the wait are committed; nothing holds a worker now
+            return Outcome(claimed=True, steps=done)
         except ReplayContractViolation as exc:
             db.block(lease, step_name, JournalEntry.Kind.REPLAY_VIOLATION, {"kind": "replay_violation", "message": str(exc)})
             return Outcome(claimed=True, steps=done)

@@ -108,6 +108,7 @@ class JournalEntry(models.Model):
         DUPLICATE_PREVENTED = "duplicate_prevented"
         RECONCILIATION = "reconciliation"
         NEEDS_ATTENTION = "needs_attention"
+        APPROVAL = "approval"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
     kind = models.CharField(max_length=30, choices=Kind.choices)

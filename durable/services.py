@@ -1,6 +1,7 @@
 """Run operations that the API, the console and commands all call: one place per rule."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -27,12 +28,21 @@ class InvalidInput(ServiceError):
         self.errors = errors
 
 
+class Forbidden(ServiceError):
+    """The user may not do this to this object (separation of duties, a missing role)."""
+
+
+class Unavailable(ServiceError):
+    """Something this needs to read is not answering; nothing was done, try again."""
+
+
 class Conflict(ServiceError):
     """The object is not in a state that allows this; `current` says what it is now."""
 
-    def __init__(self, message: str, *, current: str | None = None) -> None:
+    def __init__(self, message: str, *, current: str | None = None, **extra: Any) -> None:
         super().__init__(message)
         self.current = current
+        self.extra = extra  # more for the caller to show, e.g. the newer snapshot
 
 
 def acting_user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
@@ -114,7 +124,8 @@ def _run_for_key(key: str, fingerprint: str) -> Run | None:
 
 
 def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
-                user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any]) -> Run:
+                user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any],
+                then: Callable[[Run], None] | None = None) -> Run:
     """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
     run = Run.objects.filter(id=run_id).first()
     if run is None:
@@ -129,6 +140,8 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
             raise Conflict(f"the run changed to {current} meanwhile; nothing was done", current=current)
         audit(user=user, action=action, run=run, source=source, status_before=before, status_after=target,
               reason=reason)
+        if then is not None:
+            then(run)
         if target == RunStatus.PENDING:
             dispatch.enqueue_on_commit(run.id)
     run.refresh_from_db()
@@ -142,7 +155,14 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
         source=source, reason=reason,
         fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
                 "finished_at": timezone.now(), "next_attempt_at": None},
+        then=_close_approvals,
     )
+
+
+def _close_approvals(run: Run) -> None:
+    from approvals.services import close_for_run  # the approvals app builds on this one
+
+    close_for_run(run, "the run was cancelled")
 
 
 def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:

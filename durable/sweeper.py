@@ -1,5 +1,6 @@
 """The sweeper: finds runs a worker must pick up again and re-enqueues them.
 
+It also expires approvals past their deadline and settles stale operations.
 Messages can be lost or duplicated; the database is what says what must run. A run whose
 lease expired (its worker died), whose retry is due, or that sat PENDING past a grace
 period (its message was lost) is sent again. Duplicates are harmless: the lease decides.
@@ -7,6 +8,7 @@ A run is re-sent at most once per grace period, so a backlog is not flooded with
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID
 
@@ -39,3 +41,24 @@ def sweep(limit: int = 1000) -> list[UUID]:
     for run_id in ids:
         dispatch.enqueue(run_id)
     return ids
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    reconciled: int
+    expired_approvals: int
+    enqueued: int
+
+    def __str__(self) -> str:
+        return (f"reconciled {self.reconciled} stale operation(s), expired {self.expired_approvals} approval(s), "
+                f"re-enqueued {self.enqueued} run(s)")
+
+
+def sweep_all() -> SweepReport:
+    """One beat of the sweeper: settle stale operations, expire approvals, re-send due runs."""
+    from approvals.services import expire_due  # the apps that build on the core
+    from reconciliation.sweeper import reconcile_stale
+
+    reconciled = reconcile_stale()
+    expired = expire_due()
+    return SweepReport(reconciled, len(expired), len(sweep()))

@@ -17,7 +17,4 @@ def advance_run(run_id: str) -> None:
 
 @shared_task(name="durable.sweep", ignore_result=True)
 def sweep() -> int:
-    from reconciliation.sweeper import reconcile_stale
-
-    reconcile_stale()
-    return len(sweeper.sweep())
+    return sweeper.sweep_all().enqueued

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rest_framework import status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 
 from durable import services
 
@@ -15,7 +15,12 @@ class ConflictError(APIException):
     default_code = "conflict"
 
     def __init__(self, exc: services.Conflict) -> None:
-        super().__init__({"detail": str(exc), "current_status": exc.current})
+        super().__init__({"detail": str(exc), "current_status": exc.current, **exc.extra})
+
+
+class UnavailableError(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
 
 
 @contextmanager
@@ -27,3 +32,7 @@ def service_errors() -> Iterator[None]:
         raise ValidationError(exc.errors) from None
     except services.Conflict as exc:
         raise ConflictError(exc) from None
+    except services.Forbidden as exc:
+        raise PermissionDenied(str(exc)) from None
+    except services.Unavailable as exc:
+        raise UnavailableError(str(exc)) from None

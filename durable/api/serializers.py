@@ -10,6 +10,8 @@ class StartRunSerializer(serializers.Serializer):
     workflow = serializers.CharField(max_length=100)
     input = serializers.JSONField()
     business_key = serializers.CharField(max_length=200)
+    version = serializers.IntegerField(min_value=1, required=False,
+                                       help_text="a registered version to start; the newest when left out")
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
                                             help_text="or the Idempotency-Key header: a retry returns the same run")
 

@@ -1,6 +1,13 @@
-"""claims-agent: plan a claim with an LLM, read the order, refund it, open a ticket, tell the customer."""
+"""claims-agent: plan a claim with an LLM, read the order, refund it, open a ticket, tell the customer.
+
+Version 1: planner -> lookup -> propose_refund -> payment -> ticket -> notify.
+Version 2 checks the risk and asks a human before paying:
+planner -> lookup -> risk_check -> approval -> payment -> ticket -> notify.
+Both stay registered: runs started on version 1 finish on version 1.
+"""
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -9,6 +16,7 @@ from pydantic import BaseModel, Field
 from durable import NonRetryableError, RetryPolicy, Workflow, register
 from durable.demo import downstreams
 from durable.demo.llm import planner_model
+from durable.demo.refund_checks import approvers_for, refund_facts, refund_to_approve, revalidate_refund
 
 
 class ClaimInput(BaseModel):
@@ -27,19 +35,16 @@ class ClaimState(BaseModel):
     notification: dict[str, Any] | None = None
 
 
-claims_agent = register(
-    Workflow(
-        name="claims-agent",
-        version=1,
-        state=ClaimState,
-        input=ClaimInput,
-        checkpoint_schema_version=1,
-        tool_catalog_version="tools-2026.11",
-        prompt_release="claims-planner-3",
-        model_policy_version="policy-1",
-        retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10),
-    )
-)
+# What both versions run under: the same tools, prompts, model policy and retry policy.
+RELEASES: dict[str, Any] = {
+    "tool_catalog_version": "tools-2026.11",
+    "prompt_release": "claims-planner-3",
+    "model_policy_version": "policy-1",
+    "retry": RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10),
+}
+
+claims_agent = register(Workflow(name="claims-agent", version=1, state=ClaimState, input=ClaimInput,
+                                 checkpoint_schema_version=1, **RELEASES))
 
 
 @claims_agent.step
@@ -111,3 +116,59 @@ def outcome(state: ClaimState) -> dict[str, Any]:
         "ticket_id": (state.ticket or {}).get("external_ref"),
         "notification_id": (state.notification or {}).get("external_ref"),
     }
+
+
+# Version 2: a risk check and a human approval before any money moves.
+
+class ClaimStateV2(ClaimState):
+    risk: dict[str, Any] | None = None
+    approval: dict[str, Any] | None = None
+
+
+claims_agent_v2 = register(Workflow(
+    name="claims-agent", version=2, state=ClaimStateV2, input=ClaimInput, checkpoint_schema_version=1, **RELEASES,
+    # A run paused for approval must not continue planning under another prompt release.
+    pinned=("prompt_release", "model_policy_version"),
+))
+claims_agent_v2.step(planner)
+claims_agent_v2.step(lookup)
+
+
+@claims_agent_v2.step
+def risk_check(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
+    state = propose_refund(ctx, state)  # type: ignore[assignment]
+    amount = (state.proposed_refund or {})["amount"]
+    approvers = approvers_for(amount)
+    state.risk = {"level": "high" if approvers > 1 else "normal", "approvers_required": approvers,
+                  "reasons": [f"refund of {amount} is over the two-approver threshold"] if approvers > 1 else []}
+    return state
+
+
+@claims_agent_v2.step
+def approval(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
+    order_id = (state.proposed_refund or {})["order_id"]
+    state.approval = ctx.request_approval(
+        "refund",
+        snapshot=lambda: refund_facts(order_id),
+        approve=refund_to_approve,
+        revalidate=revalidate_refund,
+        expires_in=timedelta(days=3),
+        on_invalid="ask_again",
+        on_expiry="fail",
+        approvers=(state.risk or {}).get("approvers_required", 1),
+    )
+    return state
+
+
+@claims_agent_v2.step(name="payment", side_effects=["refund"])
+def pay_approved_refund(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
+    approved = (state.approval or {})["object"]  # pay exactly what was approved, nothing recomputed
+    state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=downstreams.payments, payload={
+        "order_id": approved["target"], "amount": approved["amount"], "currency": approved["currency"],
+    })
+    return state
+
+
+claims_agent_v2.step(ticket, side_effects=["ticket"])
+claims_agent_v2.step(notify, side_effects=["notify"])
+claims_agent_v2.output(outcome)

@@ -130,3 +130,14 @@ def classify(exc: BaseException) -> Classification:
         ok, kind = classify_status(status)
         return Classification(ok, kind, message, error_type)
     return Classification(False, "code_error", message, error_type)
+
+
+class AwaitingApproval(BaseException):
+    """Control flow, not an error: the step asked a human and the run now waits, released.
+
+    A BaseException, so that a step's `except Exception` cannot swallow it.
+    """
+
+    def __init__(self, request_id: object) -> None:
+        super().__init__(f"waiting for approval {request_id}")
+        self.request_id = request_id

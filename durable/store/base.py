@@ -106,6 +106,14 @@ class RunStore:
                          lease_expires_at=None)
             self._journal(lease, now, JournalEntry.Kind.NEEDS_ATTENTION, step, detail=detail)
 
+    def wait_for_approval(self, lease: Lease, step: str, detail: dict[str, Any]) -> None:
+        """The step asked a human: release the run (it may wait for days; nothing holds a worker)."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(lease, now, status=RunStatus.WAITING_APPROVAL, lease_owner=None, lease_expires_at=None,
+                         error=None)
+            self._journal(lease, now, JournalEntry.Kind.APPROVAL, step, detail=detail)
+
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         """Record an activity's result the moment it returns, so a crash never asks again."""
         now = timezone.now()

@@ -330,7 +330,7 @@ def test_retries_exhausted_on_an_ambiguous_refund_leave_it_unknown_never_failed(
     from durable.models import Run
 
     sandbox.state.arm_fault("payments", "drop_after_success", 10)
-    run, _ = services.start_run(workflow="claims-agent", business_key="ORD-1001", input={
+    run, _ = services.start_run(workflow="claims-agent", version=1, business_key="ORD-1001", input={
         "order_id": "ORD-1001", "customer_message": "Refund ORD-1001 please, it broke"})
     for _ in range(10):
         executor.advance(run.id)

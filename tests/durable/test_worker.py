@@ -43,7 +43,7 @@ def test_a_claims_run_started_through_the_api_completes_on_a_worker(session_work
     client = APIClient()
     client.force_authenticate(operator)
     response = client.post("/api/runs/", {
-        "workflow": "claims-agent", "business_key": "ORD-1001",
+        "workflow": "claims-agent", "version": 1, "business_key": "ORD-1001",
         "input": {"order_id": "ORD-1001", "customer_message": "ORD-1001 arrived broken, refund please"},
     }, format="json")
     assert response.status_code == 201, response.data
@@ -129,7 +129,7 @@ def test_two_workers_with_every_message_delivered_twice_make_each_effect_and_che
                                     "status": "paid", "refunded_amount": "0.00"})
     with WorkerProcess(env=twice, log_path=worker_log_dir / "twice-a.log", name="twice-a"), \
             WorkerProcess(env=twice, log_path=worker_log_dir / "twice-b.log", name="twice-b"):
-        runs = [services.start_run(workflow="claims-agent", business_key=order_id, input={
+        runs = [services.start_run(workflow="claims-agent", version=1, business_key=order_id, input={
             "order_id": order_id, "customer_message": f"Refund {order_id} please, it broke"})[0] for order_id in orders]
         for run in runs:
             wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")

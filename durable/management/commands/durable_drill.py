@@ -31,15 +31,17 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--workflow", default="claims-agent",
                             help='a workflow whose input is {"order_id": "ORD-<n>", "customer_message": "..."}')
+        parser.add_argument("--workflow-version", type=int, default=1,
+                            help="the workflow version to drill (default 1: claims-agent v2 waits for a human)")
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds each cell's runs may take")
         parser.add_argument("--keep", action="store_true", help="keep the drill's runs even when the drill passes")
 
     def handle(self, *args: Any, runs_per_cell: int, points: tuple[str, ...], actions: tuple[str, ...],
-               workers: int, workflow: str, timeout: float, keep: bool, **_: Any) -> None:
+               workers: int, workflow: str, workflow_version: int, timeout: float, keep: bool, **_: Any) -> None:
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         config = drill.DrillConfig(runs_per_cell=runs_per_cell, points=points, actions=actions, workers=workers,
-                                   workflow=workflow, timeout=timeout, log_dir=logs)
+                                   workflow=workflow, version=workflow_version, timeout=timeout, log_dir=logs)
         try:
             drill.validate(config)
         except ValueError as exc:

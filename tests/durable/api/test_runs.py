@@ -107,7 +107,7 @@ def test_post_starts_a_run_and_answers_201_with_it(api, operator):
     body = response.data
     assert body["id"] == str(run.id) and body["url"].endswith(f"{RUNS}{run.id}/")
     assert (body["workflow_name"], body["workflow_version"], body["status"], body["business_key"]) == (
-        "claims-agent", 1, RunStatus.PENDING, "ORD-1001")
+        "claims-agent", 2, RunStatus.PENDING, "ORD-1001")
     assert body["input"] == CLAIM and body["current_step"] == "planner"
     assert run.created_by == operator and run.checkpoints.count() == 1
 

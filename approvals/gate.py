@@ -1,0 +1,171 @@
+"""The worker's side of an approval: ask, wait, and revalidate right before the run acts.
+
+A step calls `ctx.request_approval(...)`. The first time, the request is created and the run
+is released in WAITING_APPROVAL (one transaction, fenced on the lease). After a decision,
+an expiry or an invalidation, the run is enqueued again and the step runs again from its
+checkpoint; this time the request's status decides what the step gets.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest
+from durable.engine.approvals import ApprovalStatus, Path, Revalidation, object_hash, snapshot_hash
+from durable.engine.errors import AwaitingApproval, NonRetryableError
+from durable.models import JournalEntry
+from durable.store import Lease, RunStore
+
+MAX_ASKS = 5  # asking again is for facts that moved, not a loop
+
+Snapshot = dict[str, Any] | Callable[[], dict[str, Any]]
+ApprovalObject = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+Revalidate = Callable[[dict[str, Any]], Revalidation]
+
+
+class ApprovalRejected(NonRetryableError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="approval_rejected")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a step asks for: declared in code, the same every time the step runs."""
+
+    kind: str
+    snapshot: Snapshot
+    approve: ApprovalObject
+    revalidate: Revalidate
+    expires_in: timedelta
+    on_invalid: Path
+    on_expiry: Path
+    approvers: int
+
+    def __post_init__(self) -> None:
+        revalidation_path(self.revalidate)  # refuse a lambda or closure now, not when a human decides
+        if self.approvers < 1:
+            raise ValueError("approvers must be at least 1")
+        if self.expires_in <= timedelta(0):
+            raise ValueError("expires_in must be positive")
+
+
+def revalidation_path(fn: Revalidate) -> str:
+    """The import path stored on the request, so the console can revalidate without the step."""
+    qualname = getattr(fn, "__qualname__", "")
+    if not qualname or "<" in qualname:
+        raise TypeError("revalidate must be a module-level function, so the console can call it too")
+    return f"{fn.__module__}:{qualname}"
+
+
+def load_revalidation(path: str) -> Revalidate:
+    module_name, _, qualname = path.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target  # type: ignore[no-any-return]
+
+
+@dataclass
+class Gate:
+    """One step's approval gate, under the worker's lease."""
+
+    store: RunStore
+    lease: Lease
+    run_id: Any
+    step: str
+    workflow_name: str
+    workflow_version: int
+    business_key: str
+
+    def request(self, ask: Ask) -> dict[str, Any]:
+        latest = (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step)
+                  .select_related("decided_by").order_by("-ask").first())
+        if latest is None:
+            return self._ask(ask, 1)
+        status = ApprovalStatus(latest.status)
+        if status == ApprovalStatus.PENDING:  # enqueued again with no decision yet: keep waiting
+            self._wait(latest, "still waiting")
+            raise AwaitingApproval(latest.id)
+        if status == ApprovalStatus.APPROVED:
+            return self._use(ask, latest)
+        if status == ApprovalStatus.REJECTED:
+            who = latest.decided_by.get_username() if latest.decided_by else "someone"
+            raise ApprovalRejected(f"{latest.kind} was rejected by {who}: {latest.reason}")
+        path = ask.on_expiry if status == ApprovalStatus.EXPIRED else ask.on_invalid
+        return self._take(path, ask, latest)
+
+    def _use(self, ask: Ask, approved: ApprovalRequest) -> dict[str, Any]:
+        """Approved: revalidate once more, right before the run acts on it."""
+        problems: tuple[str, ...] = ()
+        approve = self._object(ask, approved.snapshot)
+        if object_hash(approve) != approved.object_hash:
+            problems = ("what the step would do differs from what was approved",)
+        check = load_revalidation(approved.revalidate)(approved.snapshot)
+        problems = problems + check.problems
+        if problems:
+            self._invalidate(approved, check.current, problems)
+            return self._take(ask.on_invalid, ask, approved)
+        self.store.journal(self.lease, JournalEntry.Kind.APPROVAL, self.step, detail={
+            "event": "approval_used", "request": str(approved.id), "snapshot_hash": approved.snapshot_hash,
+            "revalidated": check.current,
+        })
+        approvers = list(approved.decisions.filter(verdict="approve").values_list("user__username", flat=True))
+        return {"request": str(approved.id), "approved_by": approvers, "object": approved.approval_object,
+                "snapshot_hash": approved.snapshot_hash, "object_hash": approved.object_hash,
+                "decided_at": approved.decided_at.isoformat() if approved.decided_at else None}
+
+    def _take(self, path: Path, ask: Ask, latest: ApprovalRequest) -> dict[str, Any]:
+        what = "expired" if latest.status == ApprovalStatus.EXPIRED else "was invalidated"
+        if path == Path.ASK_AGAIN and latest.ask < MAX_ASKS:
+            return self._ask(ask, latest.ask + 1)
+        raise NonRetryableError(f"the {latest.kind} approval {what}: {latest.reason or 'no decision in time'}",
+                                kind=f"approval_{latest.status.lower()}")
+
+    def _ask(self, ask: Ask, number: int) -> dict[str, Any]:
+        snapshot = ask.snapshot() if callable(ask.snapshot) else ask.snapshot
+        check = ask.revalidate(snapshot)
+        if not check.holds:  # no human should be asked to approve on facts that already fail
+            raise NonRetryableError(f"the {ask.kind} preconditions do not hold: {'; '.join(check.problems)}",
+                                    kind="precondition_failed")
+        approve = self._object(ask, snapshot)
+        with transaction.atomic():  # the request and the run's wait commit together, or neither
+            request = ApprovalRequest.objects.create(
+                run_id=self.run_id, step=self.step, kind=ask.kind, ask=number, workflow_name=self.workflow_name,
+                workflow_version=self.workflow_version, business_key=self.business_key, snapshot=snapshot,
+                snapshot_hash=snapshot_hash(snapshot), approval_object=approve, object_hash=object_hash(approve),
+                revalidate=revalidation_path(ask.revalidate), on_invalid=ask.on_invalid, on_expiry=ask.on_expiry,
+                approvers_required=ask.approvers, expires_at=timezone.now() + ask.expires_in,
+                last_check={"current": check.current, "problems": []},
+            )
+            self._wait(request, "asked" if number == 1 else "asked again")
+        raise AwaitingApproval(request.id)
+
+    def _wait(self, request: ApprovalRequest, event: str) -> None:
+        self.store.wait_for_approval(self.lease, self.step, {
+            "event": event, "request": str(request.id), "kind": request.kind, "ask": request.ask,
+            "snapshot_hash": request.snapshot_hash, "object_hash": request.object_hash,
+            "expires_at": request.expires_at.isoformat(), "approvers_required": request.approvers_required,
+        })
+
+    def _invalidate(self, request: ApprovalRequest, current: dict[str, Any], problems: tuple[str, ...]) -> None:
+        reason = "; ".join(problems)
+        with transaction.atomic():
+            self.store.fence(self.lease)
+            ApprovalRequest.objects.filter(id=request.id, status=ApprovalStatus.APPROVED).update(
+                status=ApprovalStatus.INVALIDATED, reason=reason,
+                last_check={"current": current, "problems": list(problems)})
+            self.store.journal(self.lease, JournalEntry.Kind.APPROVAL, self.step, detail={
+                "event": "invalidated before acting", "request": str(request.id), "problems": list(problems),
+                "current": current,
+            })
+        request.status, request.reason = ApprovalStatus.INVALIDATED, reason
+
+    @staticmethod
+    def _object(ask: Ask, snapshot: dict[str, Any]) -> dict[str, Any]:
+        return ask.approve(snapshot) if callable(ask.approve) else ask.approve

@@ -1,0 +1,84 @@
+"""Approval requests: a paused run's question to a human, bound to what the human saw."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from durable.engine.approvals import ApprovalStatus, Path, Verdict
+from durable.models import Run
+
+APPROVAL_STATUS_CHOICES = [(s.value, s.value.capitalize()) for s in ApprovalStatus]
+PATH_CHOICES = [(p.value, p.value.replace("_", " ")) for p in Path]
+
+
+class ApprovalRequest(models.Model):
+    """One ask. Asking again (after an invalidation) creates a new request; the old one stays as history."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
+    step = models.CharField(max_length=100)
+    kind = models.CharField(max_length=100, help_text="what is being approved, e.g. refund")
+    ask = models.PositiveIntegerField(default=1, help_text="1 for the first ask in this step, 2 after asking again...")
+    workflow_name = models.CharField(max_length=100)
+    workflow_version = models.PositiveIntegerField()
+    business_key = models.CharField(max_length=200)
+    snapshot = models.JSONField(help_text="the business facts the approver sees, read when the request was made")
+    snapshot_hash = models.CharField(max_length=64)
+    approval_object = models.JSONField(help_text="exactly what is approved: action, amount, target")
+    object_hash = models.CharField(max_length=64)
+    revalidate = models.CharField(max_length=300, help_text="module:function that re-reads the preconditions")
+    on_invalid = models.CharField(max_length=20, choices=PATH_CHOICES)
+    on_expiry = models.CharField(max_length=20, choices=PATH_CHOICES)
+    approvers_required = models.PositiveSmallIntegerField(default=1)
+    approvals_count = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=APPROVAL_STATUS_CHOICES, default=ApprovalStatus.PENDING)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+", help_text="whoever made the final decision")
+    reason = models.TextField(blank=True, help_text="the rejection's reason, or why it was invalidated")
+    last_check = models.JSONField(null=True, blank=True, help_text="the newest revalidation: current values, problems")
+
+    class Meta:
+        ordering = ["expires_at", "id"]
+        constraints = [
+            # A step waits on at most one open question.
+            models.UniqueConstraint(fields=["run", "step"], condition=Q(status="PENDING"), name="approval_one_pending"),
+            models.UniqueConstraint(fields=["run", "step", "ask"], name="approval_run_step_ask"),
+        ]
+        indexes = [
+            # The inbox and the sweeper: pending requests by expiry.
+            models.Index(fields=["expires_at", "id"], name="approval_pending_expiry", condition=Q(status="PENDING")),
+            models.Index(fields=["status", "-created_at"], name="approval_status_created"),
+            models.Index(fields=["business_key"], name="approval_business_key"),
+        ]
+        permissions = [("decide_approvalrequest", "Can approve or reject approval requests")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for {self.business_key} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == ApprovalStatus.PENDING
+
+
+class ApprovalDecision(models.Model):
+    """One person's approve or reject on one request; append-only."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="decisions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    verdict = models.CharField(max_length=10, choices=[(v.value, v.value) for v in Verdict])
+    reason = models.TextField(blank=True)
+    snapshot_hash = models.CharField(max_length=64, help_text="the snapshot the decider saw")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["request", "user"], name="approval_one_decision_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.verdict} {self.request_id}"

@@ -1,0 +1,218 @@
+"""Deciding approvals, expiring them, closing them: what the API, the console and the sweeper call.
+
+Every state change is a conditional UPDATE on the request's status (and, for approvals, on
+how many approvals it had when the decider read it): of two decisions made at once, one
+lands and the other is told what happened. A final decision puts the run back in the queue
+in the same transaction; its worker revalidates once more before acting.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from approvals.gate import load_revalidation
+from approvals.models import ApprovalDecision, ApprovalRequest
+from durable import dispatch
+from durable.engine.approvals import (
+    ApprovalStatus,
+    DecisionRefused,
+    Revalidation,
+    Tally,
+    Verdict,
+    check_decider,
+)
+from durable.engine.errors import classify
+from durable.engine.states import RunStatus
+from durable.models import JournalEntry, Run
+from durable.services import Conflict, Forbidden, InvalidInput, Unavailable, audit
+
+log = logging.getLogger("durable.approvals")
+DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+
+
+def revalidate(request: ApprovalRequest) -> Revalidation:
+    """Re-read the business preconditions now; Unavailable when the downstream does not answer."""
+    try:
+        return load_revalidation(request.revalidate)(request.snapshot)
+    except Exception as exc:  # any failure to read means we cannot know; decide nothing
+        verdict = classify(exc)
+        raise Unavailable(f"could not re-read the facts behind this request ({verdict.message}); "
+                          "nothing was decided, try again") from exc
+
+
+def decide(*, request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict | str, snapshot_hash: str,
+           reason: str = "", source: str) -> ApprovalRequest:
+    """Approve or reject `request_id` as `user`, who saw the snapshot with `snapshot_hash`."""
+    verdict = Verdict(verdict)
+    request = ApprovalRequest.objects.select_related("run").get(id=request_id)
+    if not user.has_perm(DECIDE_PERMISSION):
+        raise Forbidden("you need the approver role to decide approvals")
+    if verdict == Verdict.REJECT and not reason.strip():
+        raise InvalidInput({"reason": ["A rejection needs a reason."]})
+    _check_still_open(request)
+    if snapshot_hash != request.snapshot_hash:
+        raise Conflict("you decided on a snapshot that is not this request's; reload and look again",
+                       current=request.status, **_newer(request))
+    check = revalidate(request)
+    if not check.holds:
+        invalidate(request, check, user=user, source=source)
+        raise Conflict(f"the facts changed since the request was made: {'; '.join(check.problems)}. "
+                       "The approval was invalidated and nothing was approved", current=ApprovalStatus.INVALIDATED,
+                       **_newer(request, check))
+    with _one_decision(request):
+        return _record(request, user, verdict, snapshot_hash, reason.strip(), check, source)
+
+
+def _record(request: ApprovalRequest, user: AbstractBaseUser, verdict: Verdict, seen_hash: str, reason: str,
+            check: Revalidation, source: str) -> ApprovalRequest:
+    approvers = frozenset(request.decisions.filter(verdict=Verdict.APPROVE).values_list("user__username", flat=True))
+    tally = Tally(request.approvers_required, approvers)
+    starter = request.run.created_by.get_username() if request.run.created_by else None
+    try:
+        check_decider(user=user.get_username(), run_starter=starter, tally=tally, verdict=verdict)
+    except DecisionRefused as exc:
+        if exc.code == "self_approval":
+            raise Forbidden(str(exc)) from None
+        raise Conflict(str(exc), current=request.status) from None
+    target = tally.outcome_of(verdict)
+    counted = int(verdict == Verdict.APPROVE)
+    now = timezone.now()
+    with transaction.atomic():
+        final = {"decided_at": now, "decided_by": user, "reason": reason} if target != ApprovalStatus.PENDING else {}
+        moved = ApprovalRequest.objects.filter(
+            id=request.id, status=ApprovalStatus.PENDING, approvals_count=request.approvals_count,
+        ).update(status=target, approvals_count=F("approvals_count") + counted,
+                 last_check={"current": check.current, "problems": []}, **final)
+        if not moved:
+            raise _lost_race(request)
+        ApprovalDecision.objects.create(request=request, user=user, verdict=verdict, reason=reason,
+                                        snapshot_hash=seen_hash)
+        detail = {"request": str(request.id), "kind": request.kind, "verdict": verdict.value,
+                  "snapshot_hash": seen_hash, "object_hash": request.object_hash,
+                  "approvals": request.approvals_count + counted,
+                  "approvers_required": request.approvers_required, "status": target.value}
+        audit(user=user, action=verdict.value, run=request.run, source=source, status_before=ApprovalStatus.PENDING,
+              status_after=target, reason=reason, detail=detail)
+        _journal(request, {"event": f"{verdict.value}d by {user.get_username()}", **detail})
+        if target != ApprovalStatus.PENDING:
+            _wake(request.run_id)
+    request.refresh_from_db()
+    return request
+
+
+@contextmanager
+def _one_decision(request: ApprovalRequest) -> Iterator[None]:
+    """Turn the one-decision-per-person constraint into an answer, not a 500."""
+    try:
+        yield
+    except IntegrityError:
+        raise Conflict("you have already decided this request", current=_status_now(request)) from None
+
+
+def _check_still_open(request: ApprovalRequest) -> None:
+    if request.status != ApprovalStatus.PENDING:
+        raise Conflict(_what_happened(request), current=request.status, **_newer(request))
+    if request.run.status != RunStatus.WAITING_APPROVAL:
+        raise Conflict(f"the run is {request.run.status}; there is nothing to decide", current=request.status)
+
+
+def _lost_race(request: ApprovalRequest) -> Conflict:
+    fresh = ApprovalRequest.objects.select_related("decided_by").get(id=request.id)
+    if fresh.status == ApprovalStatus.PENDING:
+        message = (f"another approver decided meanwhile ({fresh.approvals_count} of {fresh.approvers_required} "
+                   "approvals now); look again and decide")
+        return Conflict(message, current=fresh.status)
+    return Conflict(_what_happened(fresh), current=fresh.status, **_newer(fresh))
+
+
+def _what_happened(request: ApprovalRequest) -> str:
+    who = request.decided_by.get_username() if request.decided_by else "the system"
+    when = request.decided_at.isoformat(timespec="seconds") if request.decided_at else ""
+    status = ApprovalStatus(request.status)
+    if status == ApprovalStatus.EXPIRED:
+        return f"this request expired at {request.expires_at.isoformat(timespec='seconds')}; nothing was decided"
+    if status == ApprovalStatus.INVALIDATED:
+        return f"this request was invalidated ({request.reason}); nothing was decided"
+    return f"this request was already {status.lower()} by {who} at {when}"
+
+
+def _newer(request: ApprovalRequest, check: Revalidation | None = None) -> dict[str, Any]:
+    """What to show instead: the current values, and the request that replaced this one, if any."""
+    newer = (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__gt=request.ask)
+             .order_by("-ask").values("id", "snapshot", "snapshot_hash").first())
+    extra: dict[str, Any] = {}
+    if check is not None:
+        extra["current_values"] = check.current
+    if newer is not None:
+        extra["newer_request"] = {"id": str(newer["id"]), "snapshot": newer["snapshot"],
+                                  "snapshot_hash": newer["snapshot_hash"]}
+    return extra
+
+
+def _status_now(request: ApprovalRequest) -> str:
+    return ApprovalRequest.objects.values_list("status", flat=True).get(id=request.id)
+
+
+def invalidate(request: ApprovalRequest, check: Revalidation, *, user: AbstractBaseUser | None, source: str) -> bool:
+    """The facts moved under a pending request: invalidate it and wake the run to take its path."""
+    reason = "; ".join(check.problems)
+    with transaction.atomic():
+        moved = ApprovalRequest.objects.filter(id=request.id, status=ApprovalStatus.PENDING).update(
+            status=ApprovalStatus.INVALIDATED, decided_at=timezone.now(), reason=reason,
+            last_check={"current": check.current, "problems": list(check.problems)})
+        if not moved:
+            return False
+        detail = {"request": str(request.id), "kind": request.kind, "problems": list(check.problems),
+                  "current": check.current, "path": request.on_invalid}
+        audit(user=user, action="invalidate_approval", run=request.run, source=source,
+              status_before=ApprovalStatus.PENDING, status_after=ApprovalStatus.INVALIDATED, reason=reason,
+              detail=detail)
+        _journal(request, {"event": "invalidated", **detail})
+        _wake(request.run_id)
+    return True
+
+
+def expire_due(limit: int = 500) -> list[UUID]:
+    """Expire pending requests past their deadline; each run wakes to take its expiry path."""
+    now = timezone.now()
+    due = list(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now)
+               .order_by("expires_at").values_list("id", "run_id", "step", "kind", "on_expiry")[:limit])
+    expired = []
+    for request_id, run_id, step, kind, path in due:
+        with transaction.atomic():
+            moved = ApprovalRequest.objects.filter(id=request_id, status=ApprovalStatus.PENDING).update(
+                status=ApprovalStatus.EXPIRED, decided_at=now, reason="no decision before it expired")
+            if moved:
+                JournalEntry.objects.create(run_id=run_id, kind=JournalEntry.Kind.APPROVAL, step=step, created_at=now,
+                                            detail={"event": "expired", "request": str(request_id), "kind": kind,
+                                                    "path": path})
+                _wake(run_id)
+                expired.append(request_id)
+    return expired
+
+
+def close_for_run(run: Run, why: str) -> int:
+    """The run ended without the answer (cancelled): its open requests can no longer be decided."""
+    return ApprovalRequest.objects.filter(run_id=run.id, status=ApprovalStatus.PENDING).update(
+        status=ApprovalStatus.INVALIDATED, decided_at=timezone.now(), reason=why)
+
+
+def _journal(request: ApprovalRequest, detail: dict[str, Any]) -> None:
+    JournalEntry.objects.create(run_id=request.run_id, kind=JournalEntry.Kind.APPROVAL, step=request.step,
+                                detail=detail, created_at=timezone.now())
+
+
+def _wake(run_id: UUID) -> None:
+    """WAITING_APPROVAL -> PENDING and enqueue after commit; the worker takes it from there."""
+    woke = Run.objects.filter(id=run_id, status=RunStatus.WAITING_APPROVAL).update(
+        status=RunStatus.PENDING, enqueued_at=timezone.now(), updated_at=timezone.now())
+    if woke:
+        dispatch.enqueue_on_commit(run_id)
