@@ -127,6 +127,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "durable.models.RUN_STATUS_CHOICES",
         "SideEffectStatusEnum": "durable.models.OPERATION_STATUS_CHOICES",
+        "ApprovalStatusEnum": "approvals.models.APPROVAL_STATUS_CHOICES",
+        "ApprovalPathEnum": "approvals.models.PATH_CHOICES",
     },
 }
 
