@@ -93,6 +93,12 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
     worker.stop()
 
 
+@pytest.fixture
+def own_queue(settings):
+    """A queue of this test's own, so only the workers this test starts take its runs."""
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

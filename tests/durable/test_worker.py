@@ -1,10 +1,8 @@
 """Real Celery worker processes: runs complete, survive SIGKILL, and shrug off duplicate messages."""
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from rest_framework.test import APIClient
@@ -14,22 +12,9 @@ from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
 from durable.processes import WorkerProcess
 from tests.durable.workflows import calls_in
+from tests.waiting import status_of, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 45.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def status_of(run_id) -> str:
-    return Run.objects.values_list("status", flat=True).get(id=run_id)
 
 
 @pytest.fixture
