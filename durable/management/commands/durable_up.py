@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from durable import services
-from durable.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, ensure_demo_operator
+from durable.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME, ensure_demo_people
 from durable.processes import WorkerProcess
 
 
@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, host: str, port: int, sandbox_port: int, no_example_run: bool, **_: Any) -> None:
         call_command("migrate", verbosity=0, interactive=False)
-        user, token = ensure_demo_operator()
+        people = ensure_demo_people()
         settings.DURABLE_SANDBOX_URL = f"http://127.0.0.1:{sandbox_port}"
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
@@ -41,9 +41,9 @@ class Command(BaseCommand):
             children.append(self._spawn([sys.executable, "manage.py", "runserver", f"{host}:{port}", "--noreload",
                                          "--insecure"], logs / "web.log"))
             if not no_example_run:
-                services.start_run(workflow="claims-agent", business_key="ORD-1001", user=user,
+                services.start_run(workflow="claims-agent", business_key="ORD-1001", user=people.intake,
                                    input={"order_id": "ORD-1001", "customer_message": "Please refund ORD-1001, it arrived broken."})
-            self._announce(host, port, token, logs)
+            self._announce(host, port, people.intake_token, logs)
             self._wait(children, worker)
         finally:
             worker.stop()
@@ -59,8 +59,10 @@ class Command(BaseCommand):
     def _announce(self, host: str, port: int, token: str, logs: os.PathLike[str]) -> None:
         url = f"http://{host}:{port}/"
         self.stdout.write(self.style.SUCCESS(f"\ndurable is running at {url}"))
-        self.stdout.write(f"  log in as:   {DEMO_USERNAME} / {DEMO_PASSWORD}")
-        self.stdout.write(f"  API token:   {token}")
+        self.stdout.write(f"  log in as:   {DEMO_USERNAME} / {DEMO_PASSWORD}  (second approver: "
+                          f"{REVIEWER_USERNAME} / {DEMO_PASSWORD})")
+        self.stdout.write(f"  approvals:   {url}approvals/  (the example run waits there for your approval)")
+        self.stdout.write(f"  API token:   {token}  (the intake service: starts runs, cannot approve them)")
         self.stdout.write(f"  start a run: curl -s -X POST {url}api/runs/ -H 'Authorization: Token {token}' "
                           "-H 'Content-Type: application/json' -d '{\"workflow\": \"claims-agent\", "
                           "\"business_key\": \"ORD-1002\", \"input\": {\"order_id\": \"ORD-1002\", "
