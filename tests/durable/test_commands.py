@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import closing
 
 import httpx
 import pytest
@@ -22,7 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_demo_launcher_starts_everything_and_a_claims_run_completes_through_the_api(tmp_path):
+def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_approvals(tmp_path):
     port, sandbox_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
     env["DURABLE_VAR_DIR"] = str(tmp_path / "var")  # the embedded default: SQLite + filesystem broker
@@ -41,25 +42,43 @@ def test_demo_launcher_starts_everything_and_a_claims_run_completes_through_the_
         token = re.search(r"API token:\s+(\w+)", printed).group(1)
         base = f"http://127.0.0.1:{port}"
         wait_for_http(base)
-        with httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=10) as api:
-            started = api.post("/api/runs/", json={
+        with httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=10) as intake:
+            started = intake.post("/api/runs/", json={
                 "workflow": "claims-agent", "business_key": "ORD-1002",
                 "input": {"order_id": "ORD-1002", "customer_message": "I was charged twice for ORD-1002, please refund"},
             })
             assert started.status_code == 201, started.text
-            run = wait_for_status(api, started.json()["url"], "SUCCEEDED")
-        assert run["output"]["proposed_refund"]["amount"] == "1450.00"
-        with httpx.Client(base_url=base, timeout=10) as browser:
-            login = browser.get("/accounts/login/")
-            csrf = browser.cookies["csrftoken"]
-            page = browser.post("/accounts/login/", data={"username": "operator", "password": "durable-demo",
-                                                          "csrfmiddlewaretoken": csrf, "next": "/"},
-                                headers={"Referer": str(login.url)}, follow_redirects=True)
-            assert page.status_code == 200 and "ORD-1002" in page.text  # the console lists the run
+            wait_for_status(intake, started.json()["url"], "WAITING_APPROVAL")
+            # 1450.00 EUR: two different people approve, in their own browser sessions.
+            for username in ("operator", "reviewer"):
+                with closing(logged_in(base, username)) as browser:
+                    assert "ORD-1002" in browser.get("/").text  # the console lists the run
+                    approve_pending(browser, "ORD-1002")
+            run = wait_for_status(intake, started.json()["url"], "SUCCEEDED")
+        assert run["output"]["proposed_refund"]["amount"] == "1450.00" and run["output"]["refund_id"]
     finally:
         demo.terminate()
         demo.wait(30)
     assert demo.returncode is not None
+
+
+def logged_in(base: str, username: str) -> httpx.Client:
+    browser = httpx.Client(base_url=base, timeout=10)
+    login = browser.get("/accounts/login/")
+    page = browser.post("/accounts/login/", data={"username": username, "password": "durable-demo",
+                                                  "csrfmiddlewaretoken": browser.cookies["csrftoken"], "next": "/"},
+                        headers={"Referer": str(login.url)}, follow_redirects=True)
+    assert page.status_code == 200 and username in page.text
+    return browser
+
+
+def approve_pending(browser: httpx.Client, business_key: str) -> None:
+    pending = browser.get("/api/approvals/", params={"business_key": business_key}).json()["results"]
+    assert len(pending) == 1, pending
+    approved = browser.post(f"/api/approvals/{pending[0]['id']}/approve/",
+                            json={"snapshot_hash": pending[0]["snapshot_hash"]},
+                            headers={"X-CSRFToken": browser.cookies["csrftoken"]})
+    assert approved.status_code == 200, approved.text
 
 
 def wait_for_http(base: str) -> None:
