@@ -10,7 +10,9 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
-import tests.durable.version_workflows  # noqa: F401  registers the test workflows in this process
+import tests.durable.deploys.v1  # noqa: F401  registers the test workflows in this process
+import tests.durable.deploys.v2  # noqa: F401
+import tests.durable.version_workflows  # noqa: F401
 import tests.durable.workflows  # noqa: F401
 from durable.processes import WorkerProcess
 from durable.sandbox import SandboxServer
