@@ -1,9 +1,11 @@
 """Queries the API and the console share: one place for what the inbox filters mean."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus
@@ -20,3 +22,21 @@ def filter_requests(queryset: QuerySet[ApprovalRequest], filters: dict[str, Any]
 
 def pending_count() -> int:
     return ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count()
+
+
+def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, size: int) -> list[ApprovalRequest]:
+    """Up to `size` + 1 pending requests after the page marker, soonest expiry first (the partial index's order).
+
+    The extra row only tells the caller there is another page.
+    """
+    queryset = filter_requests(ApprovalRequest.objects.all(), filters)
+    if after is not None:
+        expires_at, request_id = after
+        queryset = queryset.filter(Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, id__gt=request_id))
+    return list(queryset.order_by("expires_at", "id")[:size + 1])
+
+
+def newer_ask(request: ApprovalRequest) -> ApprovalRequest | None:
+    """The request that replaced this one when the run asked again, if it did."""
+    return (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__gt=request.ask)
+            .order_by("-ask").first())

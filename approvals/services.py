@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
+from approvals.selectors import newer_ask
 from durable import dispatch
 from durable.engine.approvals import (
     ApprovalStatus,
@@ -146,14 +147,13 @@ def _what_happened(request: ApprovalRequest) -> str:
 
 def _newer(request: ApprovalRequest, check: Revalidation | None = None) -> dict[str, Any]:
     """What to show instead: the current values, and the request that replaced this one, if any."""
-    newer = (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__gt=request.ask)
-             .order_by("-ask").values("id", "snapshot", "snapshot_hash").first())
+    newer = newer_ask(request)
     extra: dict[str, Any] = {}
     if check is not None:
         extra["current_values"] = check.current
     if newer is not None:
-        extra["newer_request"] = {"id": str(newer["id"]), "snapshot": newer["snapshot"],
-                                  "snapshot_hash": newer["snapshot_hash"]}
+        extra["newer_request"] = {"id": str(newer.id), "snapshot": newer.snapshot,
+                                  "snapshot_hash": newer.snapshot_hash}
     return extra
 
 

@@ -38,5 +38,6 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "journal": run.journal.order_by("created_at", "id"),
         "side_effects": run.side_effects.all(),
         "actions": run.operator_actions.select_related("actor"),
+        "approvals": run.approvals.order_by("created_at", "ask"),
     }
     return render(request, "durable/run_detail.html", context)

@@ -1,0 +1,55 @@
+"""What the approvals screens accept: the inbox filters and a decision."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django import forms
+from django.utils.dateparse import parse_datetime
+
+from durable.engine.approvals import Verdict
+
+MARKER_SEPARATOR = "~"
+
+
+def page_marker(expires_at: datetime, request_id: UUID) -> str:
+    """Where the next inbox page starts: just after this request in (expires_at, id) order."""
+    return f"{expires_at.isoformat()}{MARKER_SEPARATOR}{request_id}"
+
+
+class InboxFilters(forms.Form):
+    kind = forms.CharField(max_length=100, required=False)
+    workflow = forms.CharField(max_length=100, required=False)
+    version = forms.IntegerField(min_value=1, required=False)
+    business_key = forms.CharField(max_length=200, required=False)
+    after = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    FILTERS = ("kind", "workflow", "version", "business_key")
+
+    def clean_after(self) -> tuple[datetime, UUID] | None:
+        value = self.cleaned_data["after"]
+        if not value:
+            return None
+        when, _, request_id = value.partition(MARKER_SEPARATOR)
+        try:
+            parsed = parse_datetime(when)
+            marker = (parsed, UUID(request_id)) if parsed is not None else None
+        except ValueError:
+            marker = None
+        if marker is None:
+            raise forms.ValidationError("not a page of this inbox; start again from the first page")
+        return marker
+
+    def filters(self) -> dict[str, Any]:
+        """The validated filters, for approvals.selectors (which knows nothing of paging)."""
+        return {name: self.cleaned_data[name] for name in self.FILTERS}
+
+
+class DecisionForm(forms.Form):
+    verdict = forms.ChoiceField(choices=[(v.value, v.value) for v in Verdict])
+    # Optional here: the service says when a reason is required (to reject), in one place.
+    reason = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 2}))
+    snapshot_hash = forms.RegexField(r"^[0-9a-f]{64}$", widget=forms.HiddenInput,
+                                     error_messages={"invalid": "the page did not say which snapshot you saw; "
+                                                                "reload it and decide again"})

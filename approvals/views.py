@@ -1,0 +1,204 @@
+"""Approvals console: the inbox, one request beside its current facts, and deciding it.
+
+A view parses input, calls a selector or a service, renders. With htmx the same view
+answers with a fragment: the inbox rows, or the decision panel (also on a refusal, with
+its 4xx status; base.html's htmx-config tells htmx to swap those).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_POST, require_safe
+
+from approvals import services
+from approvals.context_processors import VIEW_PERMISSION
+from approvals.forms import DecisionForm, InboxFilters, page_marker
+from approvals.models import ApprovalRequest
+from approvals.selectors import inbox_page, newer_ask
+from durable.engine.approvals import ApprovalStatus, differences
+from durable.services import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    ServiceError,
+    Unavailable,
+)
+
+VIEW, DECIDE = VIEW_PERMISSION, services.DECIDE_PERMISSION
+PAGE = 50
+REFUSALS: dict[type[ServiceError], HTTPStatus] = {
+    InvalidInput: HTTPStatus.BAD_REQUEST,
+    Forbidden: HTTPStatus.FORBIDDEN,
+    Conflict: HTTPStatus.CONFLICT,
+    Unavailable: HTTPStatus.SERVICE_UNAVAILABLE,
+}
+
+
+@dataclass(frozen=True)
+class FactRow:
+    key: str
+    then: Any
+    now: Any
+    changed: bool
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The snapshot beside the current values: read now while the request is open, else its last check."""
+
+    rows: list[FactRow]
+    problems: list[str]
+    fresh: bool
+    unavailable: str = ""  # why the current values could not be read
+
+    @property
+    def has_current(self) -> bool:
+        return not self.unavailable
+
+
+@dataclass(frozen=True)
+class Outcome:
+    level: str  # "success" or "error"
+    message: str
+    current: Facts | None = None  # a conflict's current values beside the snapshot
+    newer_request: dict[str, Any] | None = None  # the ask that replaced this request
+
+
+@login_required
+@permission_required(VIEW, raise_exception=True)
+@require_safe
+def inbox(request: HttpRequest) -> HttpResponse:
+    filters = InboxFilters(request.GET)
+    # A bad filter shows its error and no requests, rather than every request as if unfiltered.
+    found = inbox_page(filters.filters(), filters.cleaned_data["after"], PAGE) if filters.is_valid() else []
+    context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors,
+               "next_page": _next_page(request, found)}
+    response = render(request, "approvals/_inbox_rows.html" if request.htmx else "approvals/inbox.html", context)
+    patch_vary_headers(response, ("HX-Request",))  # a cache must not serve the rows as the page
+    return response
+
+
+def _next_page(request: HttpRequest, found: list[ApprovalRequest]) -> str:
+    if len(found) <= PAGE:
+        return ""
+    last = found[PAGE - 1]
+    query = request.GET.copy()
+    query["after"] = page_marker(last.expires_at, last.id)
+    return f"{reverse('approvals:inbox')}?{query.urlencode()}"
+
+
+@login_required
+@permission_required(VIEW, raise_exception=True)
+@require_safe
+def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
+    return render(request, "approvals/detail.html", _detail_context(request, _approval(request_id)))
+
+
+@login_required
+@permission_required(DECIDE, raise_exception=True)
+@require_POST
+def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
+    approval = _approval(request_id)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _answer(request, approval, HTTPStatus.BAD_REQUEST, form=form,
+                       outcome=Outcome("error", "Nothing was decided: the form is incomplete."))
+    try:
+        decided = services.decide(request_id=approval.id, user=request.user, source="console", **form.cleaned_data)
+    except tuple(REFUSALS) as exc:
+        return _refused(request, approval, form, exc)
+    outcome = Outcome("success", _what_now(decided))
+    if request.htmx:
+        return _answer(request, decided, HTTPStatus.OK, outcome=outcome)
+    messages.success(request, outcome.message)
+    return redirect("approvals:detail", decided.id)
+
+
+def _refused(request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, exc: ServiceError) -> HttpResponse:
+    status = next(status for kind, status in REFUSALS.items() if isinstance(exc, kind))
+    if isinstance(exc, InvalidInput):
+        for name, errors in exc.errors.items():
+            form.add_error(name if name in form.fields else None, errors)
+        return _answer(request, approval, status, form=form,
+                       outcome=Outcome("error", "Nothing was decided: correct the form and decide again."))
+    approval.refresh_from_db()  # a conflict may have closed it (invalidated, decided by someone else)
+    extra = exc.extra if isinstance(exc, Conflict) else {}
+    current = extra.get("current_values")
+    outcome = Outcome("error", str(exc), newer_request=extra.get("newer_request"),
+                      current=_compare(approval.snapshot, current, [], fresh=True) if current is not None else None)
+    # After a refusal the panel offers a reload, not the same form: the approver should look again first.
+    retry = isinstance(exc, Unavailable)
+    return _answer(request, approval, status, form=form if retry else None, offer_form=retry, outcome=outcome)
+
+
+def _what_now(decided: ApprovalRequest) -> str:
+    if decided.status == ApprovalStatus.APPROVED:
+        return "Approved. The run continues; it checks the facts once more before it acts."
+    if decided.status == ApprovalStatus.REJECTED:
+        return "Rejected. The run stops without acting."
+    return (f"Your approval is recorded ({decided.approvals_count} of {decided.approvers_required}); "
+            "it still needs another approver.")
+
+
+def _answer(request: HttpRequest, approval: ApprovalRequest, status: HTTPStatus, **panel: Any) -> HttpResponse:
+    """The decision panel alone for htmx, else the whole page around it, with the outcome's status."""
+    if request.htmx:
+        return render(request, "approvals/_decision.html", _panel(request, approval, **panel), status=status)
+    return render(request, "approvals/detail.html", _detail_context(request, approval, **panel), status=status)
+
+
+def _approval(request_id: UUID) -> ApprovalRequest:
+    return get_object_or_404(ApprovalRequest.objects.select_related("run", "decided_by"), id=request_id)
+
+
+def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:
+    return {
+        "facts": _facts(approval),
+        "newer": newer_ask(approval),
+        "customer_message": (approval.run.input or {}).get("customer_message", ""),
+        **_panel(request, approval, **panel),
+    }
+
+
+def _panel(request: HttpRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
+           outcome: Outcome | None = None, offer_form: bool = True) -> dict[str, Any]:
+    can_decide = offer_form and approval.is_open and request.user.has_perm(DECIDE)
+    return {
+        "approval": approval,
+        "decisions": approval.decisions.select_related("user"),
+        "can_decide": can_decide,
+        "form": form or DecisionForm(initial={"snapshot_hash": approval.snapshot_hash}),
+        "outcome": outcome,
+    }
+
+
+def _facts(approval: ApprovalRequest) -> Facts:
+    if not approval.is_open:
+        # Closed: re-reading now would report the run's own refund as a change; show what was last checked.
+        check = approval.last_check or {}
+        return _compare(approval.snapshot, check.get("current"), check.get("problems", []), fresh=False)
+    try:
+        check = services.revalidate(approval)
+    except Unavailable as exc:
+        return _compare(approval.snapshot, None, [], fresh=True, unavailable=str(exc))
+    return _compare(approval.snapshot, check.current, list(check.problems), fresh=True)
+
+
+def _compare(snapshot: dict[str, Any], current: dict[str, Any] | None, problems: list[str], *, fresh: bool,
+             unavailable: str = "") -> Facts:
+    if current is None:
+        unavailable = unavailable or "no current values were recorded for this request"
+        current = {}
+    changed = {d.key for d in differences(snapshot, current)} if not unavailable else set()
+    keys = list(snapshot) + [key for key in current if key not in snapshot]
+    rows = [FactRow(key, snapshot.get(key), current.get(key), key in changed) for key in keys]
+    return Facts(rows, problems, fresh, unavailable)
