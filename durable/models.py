@@ -174,8 +174,22 @@ class SideEffect(models.Model):
         return f"{self.action_name} {self.operation_id} {self.status}"
 
 
+class AppendOnly(Exception):
+    """The audit trail is append-only: no path of the application changes or removes a row."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs: object) -> int:
+        raise AppendOnly("audit trail rows cannot be changed")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnly("audit trail rows cannot be removed")
+
+
 class OperatorAction(models.Model):
     """Append-only audit trail: who did what to which run or operation, from where."""
+
+    objects = AppendOnlyQuerySet.as_manager()
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT)
     action = models.CharField(max_length=50)
@@ -193,3 +207,11 @@ class OperatorAction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.run_id or self.operation_id}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if not self._state.adding:
+            raise AppendOnly("audit trail rows cannot be changed")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
+        raise AppendOnly("audit trail rows cannot be removed")

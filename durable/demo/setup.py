@@ -8,24 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Q
 from rest_framework.authtoken.models import Token
+
+from durable.roles import ADMIN, APPROVER
 
 DEMO_USERNAME = "operator"
 REVIEWER_USERNAME = "reviewer"
 INTAKE_USERNAME = "intake"
 DEMO_PASSWORD = "durable-demo"
 
-VIEW = ("durable.view_run", "durable.view_sideeffect", "approvals.view_approvalrequest")
-OPERATE = ("durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
-           "durable.resolve_sideeffect")
-DECIDE = ("approvals.decide_approvalrequest",)
-PEOPLE = {
-    DEMO_USERNAME: VIEW + OPERATE + DECIDE,
-    REVIEWER_USERNAME: VIEW + DECIDE,
-    INTAKE_USERNAME: ("durable.view_run", "durable.start_run"),
-}
+# The people hold roles (groups created by a migration); the intake service holds two permissions.
+ROLES_OF = {DEMO_USERNAME: (ADMIN,), REVIEWER_USERNAME: (APPROVER,), INTAKE_USERNAME: ()}
+INTAKE_PERMISSIONS = ("durable.view_run", "durable.start_run")
 
 
 @dataclass(frozen=True)
@@ -50,9 +46,10 @@ def _person(username: str, *, password: str | None) -> User:
         user.set_password(password)
     else:
         user.set_unusable_password()  # a service: it has a token, not a login
-    user.is_staff = password is not None and username == DEMO_USERNAME
+    user.is_staff = username == DEMO_USERNAME  # the admin role may also use the Django admin
     user.save()
-    user.user_permissions.set(_permissions(PEOPLE[username]))
+    user.groups.set(Group.objects.filter(name__in=ROLES_OF[username]))
+    user.user_permissions.set(_permissions(INTAKE_PERMISSIONS) if username == INTAKE_USERNAME else [])
     return user
 
 

@@ -1,0 +1,64 @@
+"""The Django admin: every model, read-only.
+
+Runs, the ledger, checkpoints, the journal and the audit trail change only through the
+services (which fence, audit and journal every change); the admin is for looking.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Lists and shows; never adds, changes or deletes."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "workflow_name", "workflow_version", "business_key", "status", "current_step", "created_at")
+    list_filter = ("status", "workflow_name", "workflow_version")
+    search_fields = ("=id", "business_key")
+    date_hierarchy = "created_at"
+    show_full_result_count = False  # COUNT(*) over a million runs on every page is not worth it
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReadOnlyAdmin):
+    list_display = ("run", "seq", "step", "next_step", "state_schema_version", "created_at")
+    search_fields = ("=run__id",)
+    show_full_result_count = False
+
+
+@admin.register(JournalEntry)
+class JournalEntryAdmin(ReadOnlyAdmin):
+    list_display = ("run", "kind", "step", "call_index", "name", "fencing_token", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("=run__id",)
+    show_full_result_count = False
+
+
+@admin.register(SideEffect)
+class SideEffectAdmin(ReadOnlyAdmin):
+    list_display = ("operation_id", "action_name", "downstream", "business_key", "status", "attempts", "updated_at")
+    list_filter = ("status", "action_name", "downstream")
+    search_fields = ("=operation_id", "business_key", "=run__id")
+
+
+@admin.register(OperatorAction)
+class OperatorActionAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor", "action", "run", "operation_id", "source", "status_before", "status_after")
+    list_filter = ("action", "source")
+    search_fields = ("actor__username", "=run__id", "=operation_id")

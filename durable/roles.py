@@ -1,0 +1,23 @@
+"""The console's roles: Django groups with permissions, created by a migration.
+
+A user may hold several roles. Every view and endpoint checks a permission, never a role
+name, so a deployment can compose its own groups from the same permissions.
+"""
+from __future__ import annotations
+
+VIEW = (
+    "durable.view_run", "durable.view_checkpoint", "durable.view_journalentry", "durable.view_sideeffect",
+    "durable.view_operatoraction", "approvals.view_approvalrequest", "approvals.view_approvaldecision",
+)
+DECIDE = ("approvals.decide_approvalrequest",)
+RESOLVE = ("durable.resolve_sideeffect",)
+STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run")
+
+VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
+ROLES: dict[str, tuple[str, ...]] = {
+    VIEWER: VIEW,  # read everything
+    APPROVER: VIEW + DECIDE,  # decide approvals
+    RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
+    OPERATOR: VIEW + STEER,  # start, cancel, retry, resume, migrate runs
+    ADMIN: VIEW + DECIDE + RESOLVE + STEER,  # all of it; the admin site also needs is_staff
+}
