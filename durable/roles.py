@@ -21,3 +21,18 @@ ROLES: dict[str, tuple[str, ...]] = {
     OPERATOR: VIEW + STEER,  # start, cancel, retry, resume, migrate runs
     ADMIN: VIEW + DECIDE + RESOLVE + STEER,  # all of it; the admin site also needs is_staff
 }
+
+
+def ensure_roles() -> None:
+    """Create or update the role groups from ROLES (the migration did this once; tests that
+    flush the database, and deployments that changed ROLES, call it again)."""
+    from django.contrib.auth.models import Group, Permission
+    from django.db.models import Q
+
+    for role, names in ROLES.items():
+        query = Q(pk__in=[])
+        for name in names:
+            app_label, codename = name.split(".")
+            query |= Q(content_type__app_label=app_label, codename=codename)
+        group, _ = Group.objects.get_or_create(name=role)
+        group.permissions.set(Permission.objects.filter(query))

@@ -57,6 +57,18 @@ def make_user(username: str, *perms: str) -> User:
     return User.objects.get(pk=user.pk)  # fresh: permission cache empty
 
 
+def user_with_roles(username: str, *roles: str, password: str | None = None) -> User:
+    """A user holding role groups (durable/roles.py), created again if a flush removed them."""
+    from django.contrib.auth.models import Group
+
+    from durable.roles import ensure_roles
+
+    ensure_roles()
+    user = User.objects.create_user(username, password=password or "pw-" + username)
+    user.groups.set(Group.objects.filter(name__in=roles))
+    return User.objects.get(pk=user.pk)
+
+
 ALL_RUN_PERMS = ("durable.view_run", "durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run")
 
 

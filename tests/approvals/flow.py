@@ -21,3 +21,21 @@ def waiting_claim(order_id: str = "ORD-1001", starter=None) -> tuple[Run, Approv
 def decide(request: ApprovalRequest, user, verdict: str = "approve", reason: str = "", seen: str | None = None):
     return services.decide(request_id=request.id, user=user, verdict=verdict, reason=reason, source="test",
                            snapshot_hash=seen if seen is not None else request.snapshot_hash)
+
+
+def start_v2_claim(order_id: str = "ORD-1001") -> Run:
+    """A v2 claims run handed to the broker, for a real worker to take to its approval."""
+    from durable import services
+
+    run, _ = services.start_run(workflow="claims-agent", business_key=order_id, input={
+        "order_id": order_id, "customer_message": f"{order_id} arrived broken, refund please"})
+    assert run.workflow_version == 2
+    return run
+
+
+def pending_request(run: Run) -> ApprovalRequest:
+    """Wait until a worker has paused `run` at its approval; its open request."""
+    from tests.waiting import status_of, wait_for
+
+    wait_for(lambda: status_of(run.id) == RunStatus.WAITING_APPROVAL, what="the run to wait for approval")
+    return ApprovalRequest.objects.get(run=run, status="PENDING")

@@ -4,27 +4,14 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import ApprovalRequest
-from durable import services
 from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.processes import WorkerProcess
-from tests.approvals.flow import decide
+from tests.approvals.flow import decide, pending_request, start_v2_claim
 from tests.conftest import make_user
 from tests.waiting import status_of, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def start_v2_claim(order_id: str = "ORD-1001") -> Run:
-    run, _ = services.start_run(workflow="claims-agent", business_key=order_id, input={
-        "order_id": order_id, "customer_message": f"{order_id} arrived broken, refund please"})
-    assert run.workflow_version == 2
-    return run
-
-
-def pending_request(run: Run) -> ApprovalRequest:
-    wait_for(lambda: status_of(run.id) == RunStatus.WAITING_APPROVAL, what="the run to wait for approval")
-    return ApprovalRequest.objects.get(run=run, status="PENDING")
 
 
 def test_an_approved_run_resumes_on_a_worker_and_refunds_once(session_worker, sandbox):
