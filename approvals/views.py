@@ -16,7 +16,6 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST, require_safe
 
 from approvals import services
@@ -24,6 +23,7 @@ from approvals.context_processors import VIEW_PERMISSION
 from approvals.forms import DecisionForm, InboxFilters, page_marker
 from approvals.models import ApprovalRequest
 from approvals.selectors import inbox_page, newer_ask
+from durable.console.rendering import fragment_or_page, next_page_link
 from durable.engine.approvals import ApprovalStatus, differences
 from durable.services import (
     Conflict,
@@ -80,20 +80,10 @@ def inbox(request: HttpRequest) -> HttpResponse:
     filters = InboxFilters(request.GET)
     # A bad filter shows its error and no requests, rather than every request as if unfiltered.
     found = inbox_page(filters.filters(), filters.cleaned_data["after"], PAGE) if filters.is_valid() else []
-    context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors,
-               "next_page": _next_page(request, found)}
-    response = render(request, "approvals/_inbox_rows.html" if request.htmx else "approvals/inbox.html", context)
-    patch_vary_headers(response, ("HX-Request",))  # a cache must not serve the rows as the page
-    return response
-
-
-def _next_page(request: HttpRequest, found: list[ApprovalRequest]) -> str:
-    if len(found) <= PAGE:
-        return ""
-    last = found[PAGE - 1]
-    query = request.GET.copy()
-    query["after"] = page_marker(last.expires_at, last.id)
-    return f"{reverse('approvals:inbox')}?{query.urlencode()}"
+    next_page = next_page_link(request, reverse("approvals:inbox"), found, PAGE,
+                               lambda last: page_marker(last.expires_at, last.id))
+    context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page}
+    return fragment_or_page(request, "approvals/_inbox_rows.html", "approvals/inbox.html", context)
 
 
 @login_required

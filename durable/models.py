@@ -50,6 +50,8 @@ class Run(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created"),
+            # The overview's newest failures and blocked runs, by when they got there.
+            models.Index(fields=["status", "-updated_at"], name="run_status_updated"),
             models.Index(fields=["workflow_name", "workflow_version", "-created_at"], name="run_workflow_created"),
             models.Index(fields=["business_key"], name="run_business_key"),
             models.Index(fields=["-created_at", "-id"], name="run_created"),
@@ -204,6 +206,11 @@ class OperatorAction(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            # The audit trail's pages (keyset on the ordering) and its operation filter.
+            models.Index(fields=["-created_at", "-id"], name="audit_created"),
+            models.Index(fields=["operation_id"], name="audit_operation", condition=~Q(operation_id="")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.run_id or self.operation_id}"

@@ -107,7 +107,7 @@ STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by collectstatic, served by Whit
 STATIC_ROOT.mkdir(exist_ok=True)
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "durable:runs"
+LOGIN_REDIRECT_URL = "durable:overview"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

@@ -7,6 +7,8 @@ from drf_spectacular.views import SpectacularAPIView
 urlpatterns = [
     path("", include("durable.console.urls")),
     path("approvals/", include("approvals.urls")),
+    path("reconciliation/", include("reconciliation.urls")),
+    path("audit/", include("durable.console.audit_urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("durable.api.urls")),

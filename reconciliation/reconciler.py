@@ -34,11 +34,16 @@ def investigate(row: SideEffect, downstream: Downstream) -> Finding:
     if how is Reconciliation.RETRY_SAME_KEY:
         return Finding(RETRY_SAME_KEY, f"{downstream.name} honours Idempotency-Key {row.operation_id}")
     if how is Reconciliation.LOOK_UP:
-        found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
-        if found is not None:
-            return Finding(FOUND, f"{downstream.name} has {found.external_ref}", found)
-        return Finding(NOT_FOUND, f"{downstream.name} has no record: it never happened")
+        return look_up(row, downstream)
     return Finding(UNKNOWN, f"{downstream.name} neither honours idempotency keys nor can be looked up")
+
+
+def look_up(row: SideEffect, downstream: Downstream) -> Finding:
+    """The downstream's record of this operation, or its word that there is none (errors propagate)."""
+    found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
+    if found is not None:
+        return Finding(FOUND, f"{downstream.name} has {found.external_ref}", found)
+    return Finding(NOT_FOUND, f"{downstream.name} has no record: it never happened")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""Operator resolution of UNKNOWN operations, audited, and the run's continuation after it."""
+"""Operator resolution of UNKNOWN operations, the lookup that gathers its evidence, and the run's continuation."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -8,14 +9,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from durable import dispatch
+from durable.downstream import Downstream, get_downstream
+from durable.engine.errors import classify
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
-from durable.services import Conflict, InvalidInput, acting_user, audit
+from durable.services import Conflict, InvalidInput, Unavailable, acting_user, audit
+from reconciliation.reconciler import Finding, look_up
+
+log = logging.getLogger("durable.reconciliation")
 
 SUCCEEDED, DID_NOT_HAPPEN = "succeeded", "did_not_happen"
 RETRY, FAIL = "retry", "fail"
+CANNOT_LOOK_UP = "cannot_look_up"
 
 
 def _target(outcome: str, external_ref: str, follow_up: str, reason: str) -> Op:
@@ -75,3 +82,34 @@ def _continue_run(run: Run) -> None:
         status=RunStatus.PENDING, error=None, enqueued_at=timezone.now(), updated_at=timezone.now())
     if resumed:
         dispatch.enqueue_on_commit(run.id)
+
+
+def why_no_lookup(operation: SideEffect, downstream: Downstream | None) -> str:
+    """Why an operator cannot ask the operation's downstream for its record; empty when they can."""
+    if downstream is None:
+        return f"no adapter named {operation.downstream!r} is registered in this web process, so nothing can ask it"
+    if downstream.capabilities.can_lookup:
+        return ""
+    if downstream.capabilities.honours_idempotency_keys:
+        return (f"{downstream.name} cannot be looked up, but it honours Idempotency-Key {operation.operation_id}: "
+                "sending again with that key cannot do it twice, so 'did not happen' with a retry is safe")
+    return (f"{downstream.name} cannot be looked up and ignores idempotency keys: check its own records "
+            "(its console, an export, the customer) and resolve with what you find there")
+
+
+def ask_downstream(*, operation: SideEffect) -> Finding:
+    """What the downstream says of the operation now, as evidence for a resolution; the ledger is not touched.
+
+    Settling on a lookup stays the operator's call: invariant 4 lets only an operator move an UNKNOWN operation.
+    """
+    downstream = get_downstream(operation.downstream)
+    why_not = why_no_lookup(operation, downstream)
+    if downstream is None or why_not:
+        return Finding(CANNOT_LOOK_UP, why_not)
+    try:
+        return look_up(operation, downstream)
+    except Exception as exc:  # whatever the adapter raised, the operator can only ask again later
+        log.warning("lookup of operation %s on %s failed", operation.operation_id, downstream.name, exc_info=True)
+        verdict = classify(exc)
+        raise Unavailable(f"{downstream.name} did not answer the lookup ({verdict.kind}: {verdict.message}); "
+                          "nothing was changed, ask again in a moment") from exc

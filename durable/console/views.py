@@ -1,43 +1,164 @@
-"""Console views: a view parses input, calls a selector, renders."""
+"""Console views: the overview, the runs list, a run's history and the actions on it.
+
+A view parses input, calls a selector or a service, renders. With htmx the same view answers
+with a fragment (the overview, the rows, a checkpoint's state, the actions panel), also on a
+refusal with its 4xx status, which base.html's htmx-config tells htmx to swap.
+"""
 from __future__ import annotations
 
+from http import HTTPStatus
+from typing import Any
+from uuid import UUID
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.text import capfirst
+from django.views.decorators.http import require_POST, require_safe
+from django_htmx.http import HttpResponseClientRedirect
 
-from durable.api.filters import RunFilterSerializer, filter_runs
+from durable.api.filters import filter_runs
+from durable.console import selectors
+from durable.console.actions import ACTIONS, offered_actions
+from durable.console.forms import ActionForm, RunsQuery, page_marker
+from durable.console.rendering import (
+    Outcome,
+    fragment_or_page,
+    next_page_link,
+    page_link,
+)
+from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
-from durable.models import Run
+from durable.models import Checkpoint, Run
+from durable.services import Conflict, InvalidInput
 
+VIEW = "durable.view_run"
 PAGE = 50
+# The reconciliation screens' address; a literal, so these pages do not depend on that app's URL names.
+RECONCILIATION = "/reconciliation/"
 
 
 @login_required
-@permission_required("durable.view_run", raise_exception=True)
+@permission_required(VIEW, raise_exception=True)
+@require_safe
+def overview(request: HttpRequest) -> HttpResponse:
+    found = selectors.overview()
+    # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
+    context = {"overview": found, "pending_approvals": found.pending_approvals, "reconciliation_url": RECONCILIATION}
+    return fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context)
+
+
+@login_required
+@permission_required(VIEW, raise_exception=True)
+@require_safe
 def runs(request: HttpRequest) -> HttpResponse:
-    filters = RunFilterSerializer(data={k: v for k, v in request.GET.items() if v})
+    query = RunsQuery(data={k: v for k, v in request.GET.items() if v})
     # A bad filter shows its error and no runs, rather than every run as if unfiltered.
-    queryset = filter_runs(Run.objects.all(), filters.validated_data) if filters.is_valid() else Run.objects.none()
-    context = {
-        "runs": queryset[:PAGE],
-        "filters": request.GET,
-        "errors": filters.errors,
-        "statuses": list(RunStatus),
-    }
-    template = "durable/_run_rows.html" if request.htmx else "durable/runs.html"
-    return render(request, template, context)
+    if not query.is_valid():
+        return _runs_answer(request, [], query.errors)
+    params = query.validated_data
+    if "q" in params:
+        return _search(request, params["q"])
+    found = selectors.runs_page(filter_runs(Run.objects.all(), params), params.get("after"), PAGE)
+    return _runs_answer(request, found, {})
+
+
+def _search(request: HttpRequest, search: str) -> HttpResponse:
+    run_id = selectors.find_run(search)
+    if run_id is None:
+        message = (f"no run has the id {search!r}, and no operation has it as its operation id; "
+                   "to find the runs of an order, use the business key filter")
+        return _runs_answer(request, [], {"q": [message]})
+    url = reverse("durable:run-detail", args=[run_id])
+    response = HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any]) -> HttpResponse:
+    path = reverse("durable:runs")
+    next_page = next_page_link(request, path, found, PAGE, page_marker)
+    context = {"runs": found[:PAGE], "errors": errors, "filters": request.GET, "statuses": list(RunStatus),
+               "next_page": next_page, "first_page": page_link(request, path, None) if request.GET.get("after") else ""}
+    return fragment_or_page(request, "durable/_run_rows.html", "durable/runs.html", context)
 
 
 @login_required
-@permission_required("durable.view_run", raise_exception=True)
-def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    run = get_object_or_404(Run, id=run_id)
-    context = {
-        "run": run,
-        "checkpoints": run.checkpoints.order_by("seq"),
-        "journal": run.journal.order_by("created_at", "id"),
+@permission_required(VIEW, raise_exception=True)
+@require_safe
+def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+    return render(request, "durable/run_detail.html", _detail_context(request, _run(run_id)))
+
+
+@login_required
+@permission_required(VIEW, raise_exception=True)
+@require_safe
+def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=run_id, seq=seq)
+    return fragment_or_page(request, "durable/_checkpoint_state.html", "durable/checkpoint.html",
+                             {"checkpoint": checkpoint})
+
+
+@login_required
+@permission_required(VIEW, raise_exception=True)
+@require_POST
+def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
+    spec = ACTIONS[action]  # the URLs name only known actions
+    if not request.user.has_perm(spec.permission):
+        raise PermissionDenied(f"you may not {action} runs")
+    run = _run(run_id)
+    form = spec.form(run, request.POST)
+    if not form.is_valid():
+        return _incomplete(request, run, action, form)
+    try:
+        run = spec.perform(run, request.user, form.cleaned_data)
+    except InvalidInput as exc:
+        for name, errors in exc.errors.items():
+            form.add_error(name if name in form.fields else None, errors)
+        return _incomplete(request, run, action, form)
+    except Conflict as exc:
+        run.refresh_from_db()  # show what the run is now, and only the actions that status allows
+        return _answer(request, run, HTTPStatus.CONFLICT, outcome=Outcome("error", f"{capfirst(str(exc))}."))
+    if request.htmx:
+        return _answer(request, run, HTTPStatus.OK, outcome=Outcome("success", spec.done))
+    messages.success(request, spec.done)
+    return redirect("durable:run-detail", run.id)
+
+
+def _incomplete(request: HttpRequest, run: Run, action: str, form: ActionForm) -> HttpResponse:
+    """A 400 with the form and its errors, opened, so the operator corrects it and confirms again."""
+    first = next(str(error) for errors in form.errors.values() for error in errors)
+    return _answer(request, run, HTTPStatus.BAD_REQUEST, forms={action: form},
+                   outcome=Outcome("error", f"Nothing was done: {first}"))
+
+
+def _answer(request: HttpRequest, run: Run, status: HTTPStatus, **panel: Any) -> HttpResponse:
+    """The actions panel alone for htmx, else the whole run page around it, with the outcome's status."""
+    if request.htmx:
+        return render(request, "durable/_actions.html", _panel(request, run, **panel), status=status)
+    return render(request, "durable/run_detail.html", _detail_context(request, run, **panel), status=status)
+
+
+def _run(run_id: UUID) -> Run:
+    return get_object_or_404(Run, id=run_id)
+
+
+def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
+    return {
+        "timeline": run_timeline(run),
         "side_effects": run.side_effects.all(),
-        "actions": run.operator_actions.select_related("actor"),
         "approvals": run.approvals.order_by("created_at", "ask"),
+        "reconciliation_url": RECONCILIATION,
+        **_panel(request, run, **panel),
     }
-    return render(request, "durable/run_detail.html", context)
+
+
+def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | None = None,
+           outcome: Outcome | None = None) -> dict[str, Any]:
+    forms = forms or {}
+    offered = [(action, forms.get(action.name) or action.form(run)) for action in offered_actions(run, request.user)]
+    return {"run": run, "offered": offered, "outcome": outcome}

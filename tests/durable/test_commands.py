@@ -52,7 +52,7 @@ def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_ap
             # 1450.00 EUR: two different people approve, in their own browser sessions.
             for username in ("operator", "reviewer"):
                 with closing(logged_in(base, username)) as browser:
-                    assert "ORD-1002" in browser.get("/").text  # the console lists the run
+                    assert "ORD-1002" in browser.get("/runs/").text  # the console lists the run
                     approve_pending(browser, "ORD-1002")
             run = wait_for_status(intake, started.json()["url"], "SUCCEEDED")
         assert run["output"]["proposed_refund"]["amount"] == "1450.00" and run["output"]["refund_id"]

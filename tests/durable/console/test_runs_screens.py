@@ -1,45 +1,27 @@
-"""The console's run screens: the runs list (with htmx filtering) and a run's history."""
+"""The console's runs list: filters, search by run or operation id, keyset pages, htmx fragments."""
+from datetime import UTC, datetime
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from durable import executor, services
+from durable.console import views
 from durable.engine.states import RunStatus
 from durable.models import Run
 from tests.conftest import make_user
+from tests.durable.claims import advance, start_claim
+from tests.durable.console.screens import HTMX, detail_url, run_in, runs_url
 
 pytestmark = pytest.mark.django_db
 
 
-
-@pytest.fixture
-def viewer():
-    client = Client()
-    client.force_login(make_user("viewer", "durable.view_run"))
-    return client
-
-
-def run_in(status, *, workflow="test-trivial", business_key="k"):
-    run, _ = services.start_run(workflow=workflow, input={}, business_key=business_key)
-    Run.objects.filter(id=run.id).update(status=status)
-    return run
-
-
-def runs_url():
-    return reverse("durable:runs")
-
-
-def detail_url(run):
-    return reverse("durable:run-detail", args=[run.id])
-
-
-def test_the_runs_list_is_the_console_home():
-    assert runs_url() == "/"
+def test_the_runs_list_lives_under_runs_and_the_overview_is_the_console_home():
+    assert (runs_url(), reverse("durable:overview")) == ("/runs/", "/")
 
 
 def test_anonymous_visitors_are_sent_to_the_login_page():
     run = run_in(RunStatus.PENDING)
-    for url in (runs_url(), detail_url(run)):
+    for url in (reverse("durable:overview"), runs_url(), detail_url(run)):
         response = Client().get(url)
         assert response.status_code == 302
         assert response["Location"] == f"{reverse('login')}?next={url}"
@@ -49,8 +31,8 @@ def test_a_user_without_view_run_is_forbidden():
     run = run_in(RunStatus.PENDING)
     client = Client()
     client.force_login(make_user("outsider", "durable.start_run"))
-    assert client.get(runs_url()).status_code == 403
-    assert client.get(detail_url(run)).status_code == 403
+    for url in (reverse("durable:overview"), runs_url(), detail_url(run)):
+        assert client.get(url).status_code == 403
 
 
 def test_the_runs_list_shows_runs_with_their_status(viewer):
@@ -80,9 +62,41 @@ def test_filters_narrow_the_list(viewer):
     assert "No runs match" in html and "bk-" not in html
 
 
+def test_the_version_filter_narrows_to_one_workflow_version(viewer):
+    run_in(RunStatus.PENDING, workflow="test-versioned", version=1, business_key="on-v1")
+    run_in(RunStatus.PENDING, workflow="test-versioned", version=1, business_key="on-v2", workflow_version=2)
+    html = viewer.get(runs_url(), {"workflow": "test-versioned", "version": "2"}).content.decode()
+    assert "on-v2" in html and "on-v1" not in html
+
+
+def created_on(day: int, business_key: str) -> Run:
+    return run_in(RunStatus.SUCCEEDED, business_key=business_key, created_at=datetime(2025, 3, day, 12, tzinfo=UTC))
+
+
+def test_the_created_date_range_keeps_runs_from_the_first_day_up_to_before_the_second(viewer):
+    created_on(1, "march-1")
+    created_on(2, "march-2")
+    created_on(3, "march-3")
+    html = viewer.get(runs_url(), {"created_after": "2025-03-02", "created_before": "2025-03-03"}).content.decode()
+    assert "march-2" in html and "march-1" not in html and "march-3" not in html
+    html = viewer.get(runs_url(), {"created_after": "2025-03-02"}).content.decode()
+    assert "march-2" in html and "march-3" in html and "march-1" not in html
+    # The form keeps the range it filtered by.
+    assert 'name="created_after" type="date" value="2025-03-02"' in html
+
+
+def test_a_bad_date_is_named_and_shows_no_runs(viewer):
+    created_on(1, "march-1")
+    response = viewer.get(runs_url(), {"created_after": "last tuesday"})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "created_after: Datetime has wrong format" in html and "march-1" not in html
+
+
 def test_empty_filter_fields_do_not_filter(viewer):
     run_in(RunStatus.FAILED, business_key="failed-one")
-    html = viewer.get(runs_url(), {"status": "", "workflow": "", "version": "", "business_key": ""}).content.decode()
+    html = viewer.get(runs_url(), {"status": "", "workflow": "", "version": "", "business_key": "", "q": "",
+                                   "created_after": "", "created_before": ""}).content.decode()
     assert "failed-one" in html
 
 
@@ -95,46 +109,83 @@ def test_a_bad_filter_is_named_on_the_page(viewer):
 def test_an_htmx_request_gets_only_the_rows_fragment(viewer):
     run_in(RunStatus.FAILED, business_key="failed-one")
     run_in(RunStatus.SUCCEEDED, business_key="succeeded-one")
-    response = viewer.get(runs_url(), {"status": "FAILED"}, headers={"HX-Request": "true"})
+    response = viewer.get(runs_url(), {"status": "FAILED"}, **HTMX)
     assert response.status_code == 200
     html = response.content.decode()
     assert "<html" not in html and "<form" not in html
-    assert html.lstrip().startswith("<tr>")
+    assert html.lstrip().startswith('<tr class="run-row">')
     assert "failed-one" in html and "succeeded-one" not in html
+    assert "HX-Request" in response["Vary"]
 
 
-def test_the_run_page_shows_its_contract_checkpoints_and_journal_after_it_ran(viewer, calls_file):
-    run, _ = services.start_run(workflow="test-counting", input={"calls_file": calls_file}, business_key="claim-7")
-    executor.advance(run.id)
-    response = viewer.get(detail_url(run))
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert str(run.id) in html and "claim-7" in html and "SUCCEEDED" in html
-    assert response.context["run"].topology_fingerprint in html
-    assert [cp.seq for cp in response.context["checkpoints"]] == [0, 1, 2, 3]
-    assert "(start)" in html and "(end)" in html
-    journal = [(e.kind, e.step, e.call_index, e.name) for e in response.context["journal"]]
-    assert journal == [("activity", "s1", 0, "a1"), ("activity", "s2", 0, "a2"),
-                       ("activity", "s3", 0, "a3"), ("activity", "s3", 1, "a4")]
-    for call in ("#0 a1", "#0 a2", "#0 a3", "#1 a4"):
-        assert call in html
-    assert "a4-result" in html
-    assert "Nothing recorded yet." not in html
+def test_the_filter_form_pushes_its_query_into_the_address_bar(viewer):
+    html = viewer.get(runs_url()).content.decode()
+    assert f'hx-get="{runs_url()}" hx-target="#run-rows"' in html and 'hx-push-url="true"' in html
 
 
-def test_the_run_page_of_a_new_run_shows_checkpoint_zero_and_an_empty_journal(viewer):
+# Search
+
+
+def test_searching_a_run_id_goes_straight_to_the_run(viewer):
     run = run_in(RunStatus.PENDING)
-    html = viewer.get(detail_url(run)).content.decode()
-    assert "(start)" in html and "Nothing recorded yet." in html
+    response = viewer.get(runs_url(), {"q": f"  {str(run.id).upper()} "})
+    assert (response.status_code, response["Location"]) == (302, detail_url(run))
+    htmx = viewer.get(runs_url(), {"q": str(run.id)}, **HTMX)
+    assert htmx["HX-Redirect"] == detail_url(run)
 
 
-def test_the_run_page_shows_operator_actions(viewer):
-    run = run_in(RunStatus.PENDING)
-    services.cancel_run(run_id=run.id, user=make_user("olivia", "durable.cancel_run"), source="console",
-                        reason="duplicate claim")
-    html = viewer.get(detail_url(run)).content.decode()
-    assert "olivia cancel (PENDING → CANCELLED) duplicate claim" in html
+def test_searching_an_operation_id_goes_to_the_run_that_performed_it(demo, viewer):
+    run = advance(start_claim("ORD-1001"))
+    operation = run.side_effects.get(action_name="refund")
+    response = viewer.get(runs_url(), {"q": operation.operation_id})
+    assert (response.status_code, response["Location"]) == (302, detail_url(run))
 
 
-def test_an_unknown_run_is_a_404(viewer):
-    assert viewer.get("/runs/00000000-0000-0000-0000-000000000000/").status_code == 404
+def test_a_search_that_finds_nothing_says_so_and_lists_no_runs(viewer):
+    run_in(RunStatus.PENDING, business_key="ORD-1001")
+    for search in ("ORD-1001", "0" * 32, "00000000-0000-0000-0000-000000000000"):
+        response = viewer.get(runs_url(), {"q": search})
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert f"q: no run has the id &#x27;{search}&#x27;" in html and "business key filter" in html
+        assert "ORD-1001</td>" not in html
+
+
+# Pages
+
+
+@pytest.fixture
+def pages_of_two(monkeypatch):
+    monkeypatch.setattr(views, "PAGE", 2)
+
+
+def test_the_next_page_link_keeps_the_filters_and_yields_the_next_runs(viewer, pages_of_two):
+    failed = [run_in(RunStatus.FAILED, business_key=f"failed-{n}") for n in range(5)]
+    run_in(RunStatus.SUCCEEDED, business_key="succeeded")
+    first = viewer.get(runs_url(), {"status": "FAILED"})
+    assert [r.business_key for r in first.context["runs"]] == ["failed-4", "failed-3"]
+    next_page = first.context["next_page"]
+    assert next_page.startswith(f"{runs_url()}?status=FAILED&after=") and next_page.replace("&", "&amp;") in \
+        first.content.decode()
+    second = viewer.get(next_page)
+    assert [r.business_key for r in second.context["runs"]] == ["failed-2", "failed-1"]
+    assert second.context["first_page"] == f"{runs_url()}?status=FAILED"
+    last = viewer.get(second.context["next_page"], **HTMX)
+    assert [r.id for r in last.context["runs"]] == [failed[0].id] and last.context["next_page"] == ""
+    assert 'hx-push-url="true"' in last.content.decode()  # First page, as a pushed link
+
+
+def test_runs_created_at_the_same_instant_are_paged_by_id_without_loss_or_repeat(viewer, pages_of_two):
+    same = datetime(2025, 3, 1, tzinfo=UTC)
+    runs = [run_in(RunStatus.PENDING, business_key=f"same-{n}", created_at=same) for n in range(5)]
+    seen, url = [], runs_url()
+    while url:
+        response = viewer.get(url)
+        seen += [r.id for r in response.context["runs"]]
+        url = response.context["next_page"]
+    assert seen == sorted((r.id for r in runs), reverse=True)
+
+
+def test_a_forged_page_marker_asks_to_start_again(viewer):
+    html = viewer.get(runs_url(), {"after": "yesterday"}).content.decode()
+    assert "after: not a page of this list; start again from the first page" in html

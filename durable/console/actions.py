@@ -1,0 +1,85 @@
+"""What an operator may do to a run from the console: cancel, retry now, resume, migrate.
+
+Each action goes through the same service the API calls (it checks the state and writes the
+audit trail). The statuses here only decide which buttons to offer; the service decides.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from durable import services, versions
+from durable.console.forms import ActionForm, MigrateForm
+from durable.engine.states import TERMINAL, RunStatus
+from durable.models import Run
+from durable.registry import registry
+
+Perform = Callable[[Run, AbstractBaseUser, dict[str, Any]], Run]
+
+
+@dataclass(frozen=True)
+class RunAction:
+    name: str
+    label: str
+    explain: str  # what happens, shown before the operator confirms
+    done: str  # what happened, shown after
+    permission: str
+    statuses: frozenset[RunStatus]
+    perform: Perform
+
+    @property
+    def url_name(self) -> str:
+        return f"durable:run-{self.name}"
+
+    def form(self, run: Run, data: Any = None) -> ActionForm:
+        if self.name == "migrate":
+            return MigrateForm(data, versions=migration_targets(run))
+        return ActionForm(data)
+
+    def offered(self, run: Run, user: AbstractBaseUser) -> bool:
+        if not user.has_perm(self.permission) or run.status not in self.statuses:
+            return False
+        return self.name != "migrate" or bool(migration_targets(run))
+
+
+def migration_targets(run: Run) -> list[int]:
+    """Registered versions of the run's workflow that declare a migration from the run's version."""
+    return [wf.version for wf in registry.all()
+            if wf.name == run.workflow_name and wf.migration_from(run.workflow_version) is not None]
+
+
+def _steer(service: Callable[..., Run]) -> Perform:
+    def perform(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> Run:
+        return service(run_id=run.id, user=user, source="console", reason=data["reason"])
+    return perform
+
+
+def _migrate(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> Run:
+    return versions.migrate_run(run_id=run.id, to_version=data["to_version"], user=user, source="console",
+                                reason=data["reason"])
+
+
+ACTIONS: dict[str, RunAction] = {action.name: action for action in (
+    RunAction("cancel", "Cancel the run", "The run stops for good; a worker holding it loses its lease at its next "
+              "write, and its open approval requests close.", "Cancelled. The run will not run again.",
+              "durable.cancel_run", frozenset(RunStatus) - TERMINAL, _steer(services.cancel_run)),
+    RunAction("retry", "Retry now", "The run goes back to PENDING and continues from its last checkpoint now, "
+              "without waiting for its next attempt time.", "Retried. The run continues from its last checkpoint.",
+              "durable.retry_run", frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED}),
+              _steer(services.retry_run)),
+    RunAction("resume", "Resume", "A worker checks the run's replay contract again: deploy its version first, "
+              "or it is blocked again.", "Resumed. A worker checks the replay contract again.",
+              "durable.resume_run", frozenset({RunStatus.BLOCKED_VERSION}), _steer(services.resume_run)),
+    RunAction("migrate", "Migrate to another version", "The run moves to the chosen version through the migration "
+              "that version declares: a new checkpoint with the upcast state, and the mapped next step.",
+              "Migrated. The run continues on the new version.",
+              "durable.migrate_run", frozenset({RunStatus.BLOCKED_VERSION}), _migrate),
+)}
+
+
+def offered_actions(run: Run, user: AbstractBaseUser) -> list[RunAction]:
+    """The actions this user may take on this run in its current status."""
+    return [action for action in ACTIONS.values() if action.offered(run, user)]

@@ -1,0 +1,51 @@
+"""What the run screens accept: the runs list's query, and an operator's confirmed action on a run."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django import forms
+from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+
+from durable.api.filters import RunFilterSerializer
+from durable.models import Run
+
+MARKER_SEPARATOR = "~"
+
+
+def page_marker(run: Run) -> str:
+    """Where the next page of runs starts: just after this run in (-created_at, -id) order."""
+    return f"{run.created_at.isoformat()}{MARKER_SEPARATOR}{run.id}"
+
+
+class RunsQuery(RunFilterSerializer):
+    """The API's run filters, plus the console's search box and page marker."""
+
+    q = serializers.CharField(required=False, max_length=100, help_text="a run id or an operation id")
+    after = serializers.CharField(required=False)
+
+    def validate_after(self, value: str) -> tuple[datetime, UUID]:
+        when, _, run_id = value.partition(MARKER_SEPARATOR)
+        try:
+            parsed = parse_datetime(when)
+            if parsed is not None and parsed.tzinfo is not None:
+                return parsed, UUID(run_id)
+        except ValueError:
+            pass
+        raise serializers.ValidationError("not a page of this list; start again from the first page")
+
+
+class ActionForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    # The confirmation step, kept by the server: an unticked box is a 400 and nothing happens.
+    confirm = forms.BooleanField(error_messages={"required": "tick “I confirm” to go ahead; nothing was done"})
+
+
+class MigrateForm(ActionForm):
+    to_version = forms.TypedChoiceField(coerce=int, choices=())
+
+    def __init__(self, *args: Any, versions: list[int], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["to_version"].choices = [(v, f"v{v}") for v in versions]

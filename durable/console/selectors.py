@@ -1,0 +1,75 @@
+"""What the console's overview and runs list read: counts, one page of runs, a run found by id."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.db.models import Count, Q, QuerySet
+
+from approvals.selectors import pending_count
+from durable.engine.ledger import OperationStatus
+from durable.engine.states import RunStatus
+from durable.models import Run, SideEffect
+
+OPERATION_ID = re.compile(r"[0-9a-f]{32}")
+BLOCKED_SHOWN = 5
+FAILURES_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class Overview:
+    by_status: list[tuple[str, int]]  # every status, in the state machine's order, zeros included
+    pending_approvals: int
+    unknown_operations: int
+    blocked: list[Run]  # the newest runs blocked on their version
+    failures: list[Run]  # the newest failed runs
+
+    @property
+    def blocked_total(self) -> int:
+        return dict(self.by_status)[RunStatus.BLOCKED_VERSION]
+
+
+def overview() -> Overview:
+    """What an operator checks first: runs by status, and what waits for a human."""
+    counts = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))  # one GROUP BY
+    return Overview(
+        by_status=[(status.value, counts.get(status, 0)) for status in RunStatus],
+        pending_approvals=pending_count(),
+        unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
+        blocked=_newest(RunStatus.BLOCKED_VERSION, BLOCKED_SHOWN) if counts.get(RunStatus.BLOCKED_VERSION) else [],
+        failures=_newest(RunStatus.FAILED, FAILURES_SHOWN) if counts.get(RunStatus.FAILED) else [],
+    )
+
+
+def _newest(status: RunStatus, size: int) -> list[Run]:
+    # Newest by when the run last changed, i.e. when it was blocked or failed, not when it started.
+    runs = Run.objects.filter(status=status).order_by("-updated_at", "-id")
+    return list(runs.only("id", "workflow_name", "workflow_version", "business_key", "current_step", "error",
+                          "updated_at")[:size])
+
+
+def runs_page(queryset: QuerySet[Run], after: tuple[datetime, UUID] | None, size: int) -> list[Run]:
+    """Up to `size` + 1 runs after the page marker, newest first (the run_created index's order).
+
+    The extra run only tells the caller there is another page.
+    """
+    if after is not None:
+        created_at, run_id = after
+        queryset = queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=run_id))
+    return list(queryset.order_by("-created_at", "-id")[:size + 1])
+
+
+def find_run(search: str) -> UUID | None:
+    """The run a search names: by an operation id (32 hex, the ledger's key) or by the run's own id."""
+    search = search.strip().lower()
+    if OPERATION_ID.fullmatch(search):
+        run_id = SideEffect.objects.filter(operation_id=search).values_list("run_id", flat=True).first()
+        if run_id is not None:
+            return run_id
+    try:
+        run_id = UUID(search)
+    except ValueError:
+        return None
+    return run_id if Run.objects.filter(id=run_id).exists() else None

@@ -1,0 +1,131 @@
+"""A run's history in time order: checkpoints, activities, side effects, retries, approvals, operator actions.
+
+Activity replays are not journaled (a replay returns the recorded result and writes nothing), so
+an activity entry says it was recorded; a side effect asked for again is journaled as a prevented
+duplicate. Journal entries of kind "operator" are left out: the operator action audit trail holds
+the same events with who, before and after.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from durable.engine.ledger import OperationStatus
+from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+
+# A side effect in these states waits for reconciliation (the reconciler's, or an operator's).
+UNRESOLVED = frozenset({OperationStatus.STARTED, OperationStatus.UNKNOWN})
+APPROVAL_EVENTS = {"approval_used": "used after revalidation"}
+
+
+class EntryKind(StrEnum):
+    CHECKPOINT = "checkpoint"
+    ACTIVITY = "activity"
+    SIDE_EFFECT = "side_effect"
+    RECONCILIATION = "reconciliation"
+    RETRY = "retry"
+    APPROVAL = "approval"
+    OPERATOR = "operator"
+    FAILURE = "failure"
+    NEEDS_ATTENTION = "needs_attention"
+    BLOCKED = "blocked"
+    NOTE = "note"  # a journal kind this screen does not know yet
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: datetime
+    kind: EntryKind
+    step: str
+    summary: str
+    detail: Any = None
+    status: str = ""  # what the entry's side effect or approval request is now
+    operation_id: str = ""
+    approval_id: str = ""
+    checkpoint_seq: int | None = None
+    reconcile: bool = False  # the operation is still STARTED or UNKNOWN: link it to reconciliation
+    order: tuple[int, int] = field(default=(0, 0), repr=False)  # ties on `at`: ledger, journal, checkpoint, audit
+
+    @property
+    def label(self) -> str:
+        return self.kind.value.replace("_", " ")
+
+
+def run_timeline(run: Run) -> list[Entry]:
+    """Every recorded event of the run, oldest first."""
+    ledger = list(run.side_effects.all())
+    approvals = {str(pk): status for pk, status in run.approvals.values_list("id", "status")}
+    entries = [
+        *(_ledger_row(row) for row in ledger),
+        *(_journal(entry, approvals) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
+        *(_checkpoint(cp) for cp in run.checkpoints.defer("state")),
+        *(_operator_action(action) for action in run.operator_actions.select_related("actor")),
+    ]
+    unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
+    entries = [replace(e, reconcile=True) if e.operation_id in unresolved else e for e in entries]
+    return sorted(entries, key=lambda e: (e.at, e.order))
+
+
+def _ledger_row(row: SideEffect) -> Entry:
+    detail = {"downstream": row.downstream, "business_key": row.business_key, "external_ref": row.external_ref,
+              "attempts": row.attempts, "duplicates_prevented": row.duplicates_prevented,
+              "last_error": row.last_error, "resolution_evidence": row.resolution_evidence or None}
+    return Entry(row.created_at, EntryKind.SIDE_EFFECT, row.step, f"side effect {row.action_name} prepared",
+                 detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0))
+
+
+def _checkpoint(cp: Checkpoint) -> Entry:
+    done = "run started" if cp.seq == 0 else f"{cp.step} done"
+    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, f"checkpoint #{cp.seq}: {done} → {cp.next_step or 'end'}",
+                 checkpoint_seq=cp.seq, order=(2, cp.seq))
+
+
+def _operator_action(action: OperatorAction) -> Entry:
+    who = action.actor.get_username() if action.actor else "system"
+    summary = f"{who} {action.action} ({action.status_before} → {action.status_after}) from {action.source}"
+    detail = {"reason": action.reason, **(action.detail or {})} if action.reason or action.detail else None
+    return Entry(action.created_at, EntryKind.OPERATOR, "", summary + (f": {action.reason}" if action.reason else ""),
+                 detail=detail, operation_id=action.operation_id, order=(3, action.id))
+
+
+def _journal(entry: JournalEntry, approvals: dict[str, str]) -> Entry:
+    detail = entry.detail or {}
+    kind, summary, status = _describe(entry, detail, approvals)
+    return Entry(entry.created_at, kind, entry.step, summary,
+                 detail=entry.result if kind == EntryKind.ACTIVITY else entry.detail, status=status,
+                 operation_id=detail.get("operation_id", ""),
+                 approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id))
+
+
+def _describe(entry: JournalEntry, detail: dict[str, Any], approvals: dict[str, str]) -> tuple[EntryKind, str, str]:
+    """The entry's kind on the timeline, its one line in an operator's words, and its request's status now."""
+    error = detail.get("error") or detail
+    problem = f"{error.get('kind', 'error')}: {error.get('message', '')}"
+    Kind = JournalEntry.Kind
+    match entry.kind:
+        case Kind.ACTIVITY:
+            return EntryKind.ACTIVITY, f"activity {entry.name} #{entry.call_index} recorded", ""
+        case Kind.SIDE_EFFECT:
+            ref = f" ({detail['external_ref']})" if detail.get("external_ref") else ""
+            return EntryKind.SIDE_EFFECT, f"side effect {entry.name} → {detail.get('status')}{ref}", ""
+        case Kind.DUPLICATE_PREVENTED:
+            summary = f"side effect {entry.name} asked again: duplicate prevented, the recorded result was reused"
+            return EntryKind.SIDE_EFFECT, summary, ""
+        case Kind.RECONCILIATION:
+            return EntryKind.RECONCILIATION, f"reconciliation of {entry.name}: {detail.get('decision')}", ""
+        case Kind.RETRY_SCHEDULED:
+            summary = f"attempt {detail.get('attempt')} failed: {problem}; retry in {detail.get('delay_seconds')} s"
+            return EntryKind.RETRY, summary, ""
+        case Kind.FAILED:
+            return EntryKind.FAILURE, f"failed at attempt {detail.get('attempt')}: {problem}", ""
+        case Kind.NEEDS_ATTENTION:
+            return EntryKind.NEEDS_ATTENTION, f"needs attention: {detail.get('message', '')}", ""
+        case Kind.CONTRACT_BLOCKED | Kind.REPLAY_VIOLATION:
+            return EntryKind.BLOCKED, f"blocked on the replay contract: {problem}", ""
+        case Kind.APPROVAL:
+            event = str(detail.get("event", ""))
+            return EntryKind.APPROVAL, f"approval {APPROVAL_EVENTS.get(event, event)}", approvals.get(
+                detail.get("request", ""), "")
+    return EntryKind.NOTE, f"{entry.kind} {entry.name}".strip(), ""

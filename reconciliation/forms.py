@@ -1,0 +1,39 @@
+"""What the resolution form accepts; the rules of a resolution stay in reconciliation.services."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
+
+
+class ResolveForm(forms.Form):
+    outcome = forms.ChoiceField(widget=forms.RadioSelect, choices=[
+        (SUCCEEDED, "It happened: record the downstream's reference"),
+        (DID_NOT_HAPPEN, "It did not happen"),
+    ])
+    external_ref = forms.CharField(required=False, max_length=200, label="External reference",
+                                   help_text="required when it happened: the downstream's own id for it")
+    result = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}), label="Result (JSON object)",
+                             help_text="optional: what the step receives as the downstream's answer")
+    follow_up = forms.ChoiceField(required=False, widget=forms.RadioSelect, label="If it did not happen", choices=[
+        (RETRY, "send it again with the same key"),
+        (FAIL, "fail the step"),
+    ])
+    # Optional here: the service says a reason is required, in one place for the console and the API.
+    reason = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}),
+                             help_text="the evidence the resolution rests on")
+
+    def clean_result(self) -> dict[str, Any] | None:
+        text = self.cleaned_data["result"].strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("must be a JSON object, e.g. {\"notification_id\": \"ntf-1\"}")
+        return value
