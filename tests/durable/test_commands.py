@@ -110,3 +110,22 @@ def test_benchmark_reports_one_commit_per_step_plus_one_lease_claim_per_run(caps
     assert "SQL commits          15 = 1.25 per step" in report  # 12 step writes + 3 claims
     assert "advance tasks        3 = 1.00 per run" in report  # no broker message per step
     assert re.search(r"steps/s\s+\d+\.\d", report) and re.search(r"p50 / p99\s+[\d.]+ ms / [\d.]+ ms", report)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_console_benchmark_times_each_page_against_its_budget_on_postgres(capsys):
+    from django.core.management.base import CommandError
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="needs Postgres"):
+            call_command("durable_console_bench", runs=1000, approvals=5, repeat=1)
+        return
+    call_command("durable_console_bench", runs=3000, approvals=20, repeat=3)
+    report = capsys.readouterr().out
+    assert "seeding 3,000 runs and 20 pending approvals" in report
+    for page in ("runs, status=FAILED", "approvals inbox", "overview"):
+        assert re.search(rf"{re.escape(page)}\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(ok|OVER)", report), page
+    assert re.search(r"approvals inbox\s+20\s", report)  # every seeded request is listed
+    from durable.models import Run
+    assert not Run.objects.filter(workflow_name__startswith="bench-console-").exists()  # cleaned up

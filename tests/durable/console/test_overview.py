@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from durable.engine.states import RunStatus
+from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run
 from tests.approvals.flow import waiting_claim
 from tests.conftest import make_user
@@ -36,18 +36,21 @@ def status_row(status, count):
             f'</a></td><td class="count">{count}</td></tr>')
 
 
-def test_the_overview_counts_runs_by_status_in_one_grouped_query(viewer):
+def test_the_overview_counts_runs_in_flight_and_those_finished_in_the_last_day(viewer):
     for status in (RunStatus.FAILED, RunStatus.FAILED, RunStatus.SUCCEEDED, RunStatus.WAITING_RETRY):
         run_in(status)
+    long_ago = run_in(RunStatus.SUCCEEDED)
+    Run.objects.filter(id=long_ago.id).update(updated_at=timezone.now() - timedelta(days=2))
     with CaptureQueriesContext(connection) as queries:
         response = viewer.get(overview_url())
     html = response.content.decode()
     assert response.status_code == 200 and "<html" in html
-    assert response.context["overview"].by_status == [(s.value, {"FAILED": 2, "SUCCEEDED": 1, "WAITING_RETRY": 1}.get(s, 0))
-                                                      for s in RunStatus]
+    found = response.context["overview"]
+    assert dict(found.in_flight) == {s: int(s == "WAITING_RETRY") for s in RunStatus if s not in TERMINAL}
+    assert dict(found.finished_recently) == {"SUCCEEDED": 1, "FAILED": 2, "CANCELLED": 0}  # not the one of 2 days ago
     for status, count in (("FAILED", 2), ("SUCCEEDED", 1), ("WAITING_RETRY", 1), ("PENDING", 0)):
         assert status_row(status, count) in html
-    assert len([q for q in queries.captured_queries if "GROUP BY" in q["sql"]]) == 1
+    assert len([q for q in queries.captured_queries if "GROUP BY" in q["sql"]]) == 2
 
 
 def test_an_unknown_operation_raises_an_alert_that_links_to_reconciliation(demo, viewer):
