@@ -1,0 +1,116 @@
+"""Every role against every console screen and API endpoint: allowed exactly where its permissions say.
+
+A role is allowed an endpoint when it holds every permission the endpoint needs; then the
+answer is anything but 403 (bodies here are often incomplete, so 400 is an allowed answer).
+Otherwise the answer is 403. Anonymous callers go to the login page, or get 401/403 from the API.
+"""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from approvals.models import ApprovalRequest
+from durable.models import Run, SideEffect
+from durable.roles import ROLES
+from tests.approvals.flow import waiting_claim
+from tests.conftest import user_with_roles
+
+pytestmark = pytest.mark.django_db
+
+VIEW_RUN, VIEW_OP, VIEW_APPROVAL, VIEW_AUDIT = ("durable.view_run", "durable.view_sideeffect",
+                                                "approvals.view_approvalrequest", "durable.view_operatoraction")
+DECIDE, RESOLVE = "approvals.decide_approvalrequest", "durable.resolve_sideeffect"
+
+
+def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(method, path, the permissions it needs)."""
+    r, a, o = run.id, approval.id, op.operation_id
+    return [
+        # Console
+        ("GET", "/", (VIEW_RUN,)),
+        ("GET", "/runs/", (VIEW_RUN,)),
+        ("GET", f"/runs/{r}/", (VIEW_RUN,)),
+        ("GET", f"/runs/{r}/checkpoints/0/", (VIEW_RUN,)),
+        ("POST", f"/runs/{r}/cancel/", ("durable.cancel_run",)),
+        ("POST", f"/runs/{r}/retry/", ("durable.retry_run",)),
+        ("POST", f"/runs/{r}/resume/", ("durable.resume_run",)),
+        ("POST", f"/runs/{r}/migrate/", ("durable.migrate_run",)),
+        ("GET", "/approvals/", (VIEW_APPROVAL,)),
+        ("GET", f"/approvals/{a}/", (VIEW_APPROVAL,)),
+        ("POST", f"/approvals/{a}/decide/", (DECIDE,)),
+        ("GET", "/reconciliation/", (VIEW_OP,)),
+        ("GET", f"/reconciliation/{o}/", (VIEW_OP,)),
+        ("POST", f"/reconciliation/{o}/lookup/", (VIEW_OP, RESOLVE)),
+        ("POST", f"/reconciliation/{o}/resolve/", (VIEW_OP, RESOLVE)),
+        ("GET", "/audit/", (VIEW_AUDIT,)),
+        ("GET", "/audit/export.csv", (VIEW_AUDIT,)),
+        # API
+        ("GET", "/api/runs/", (VIEW_RUN,)),
+        ("POST", "/api/runs/", ("durable.start_run",)),
+        ("GET", f"/api/runs/{r}/", (VIEW_RUN,)),
+        ("POST", f"/api/runs/{r}/cancel/", ("durable.cancel_run",)),
+        ("POST", f"/api/runs/{r}/retry/", ("durable.retry_run",)),
+        ("POST", f"/api/runs/{r}/resume/", ("durable.resume_run",)),
+        ("POST", f"/api/runs/{r}/migrate/", ("durable.migrate_run",)),
+        ("POST", "/api/runs/migrate-blocked/", ("durable.migrate_run",)),
+        ("GET", "/api/operations/", (VIEW_OP,)),
+        ("GET", f"/api/operations/{o}/", (VIEW_OP,)),
+        ("POST", f"/api/operations/{o}/resolve/", (RESOLVE,)),
+        ("GET", "/api/approvals/", (VIEW_APPROVAL,)),
+        ("GET", f"/api/approvals/{a}/", (VIEW_APPROVAL,)),
+        ("GET", f"/api/approvals/{a}/revalidation/", (VIEW_APPROVAL,)),
+        ("POST", f"/api/approvals/{a}/approve/", (DECIDE,)),
+        ("POST", f"/api/approvals/{a}/reject/", (DECIDE,)),
+    ]
+
+
+@pytest.fixture
+def objects(demo):
+    run, approval = waiting_claim()
+    op = SideEffect.objects.create(operation_id="f" * 32, run=run, step="payment", action_name="refund",
+                                   downstream="payments", business_key="ORD-1001", request_hash="0" * 64,
+                                   status="UNKNOWN")
+    return run, approval, op
+
+
+def call(client: Client, method: str, path: str):
+    if method == "GET":
+        return client.get(path)
+    if path.startswith("/api/"):
+        return client.post(path, {}, content_type="application/json")
+    return client.post(path, {})  # a form post, as the console sends
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+def test_each_role_reaches_exactly_the_endpoints_its_permissions_allow(objects, role):
+    client = Client()
+    client.force_login(user_with_roles(f"as-{role}", role))
+    held = set(ROLES[role])
+    wrong = []
+    for method, path, needs in endpoints(*objects):
+        status = call(client, method, path).status_code
+        allowed = set(needs) <= held
+        if allowed == (status == 403):
+            wrong.append(f"{method} {path}: {status}, expected {'allowed' if allowed else '403'}")
+    assert wrong == []
+
+
+def test_anonymous_callers_go_to_login_or_are_refused_by_the_api(objects):
+    client = Client()
+    wrong = []
+    for method, path, _ in endpoints(*objects):
+        response = call(client, method, path)
+        if path.startswith("/api/"):
+            ok = response.status_code in (401, 403)
+        else:
+            ok = response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+        if not ok:
+            wrong.append(f"{method} {path}: {response.status_code}")
+    assert wrong == []
+
+
+def test_a_user_with_no_role_is_refused_everywhere(objects):
+    client = Client()
+    client.force_login(user_with_roles("nobody"))
+    refused = [call(client, method, path).status_code for method, path, _ in endpoints(*objects)]
+    assert set(refused) == {403}
