@@ -18,3 +18,14 @@ def enqueue(run_id: UUID | str, *, countdown: float | None = None) -> None:
 def enqueue_on_commit(run_id: UUID | str) -> None:
     """Enqueue once the transaction that made the run ready is committed, never before."""
     transaction.on_commit(lambda: enqueue(run_id))
+
+
+def drop_queue(queue: str) -> None:
+    """Purge and delete a queue, so messages nobody will consume do not stay in the broker."""
+    from durable.celery import app
+
+    with app.connection_for_write() as conn:
+        bound = app.amqp.queues[queue].bind(conn.default_channel)
+        bound.declare()  # makes the binding known to this connection, so delete finds it
+        bound.purge()
+        bound.delete()

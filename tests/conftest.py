@@ -111,6 +111,26 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
 def own_queue(settings):
     """A queue of this test's own, so only the workers this test starts take its runs."""
     settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
+    return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+UNCONSUMED_QUEUE = f"durable-test-unconsumed-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(autouse=True)
+def _unconsumed_queue(request, settings):
+    """Tests that advance runs in this process send their messages where no worker listens:
+    the session's worker must never race them for a run's lease."""
+    if request.node.get_closest_marker("worker") is None:
+        settings.CELERY_TASK_DEFAULT_QUEUE = UNCONSUMED_QUEUE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_unconsumed_queue():
+    yield
+    from durable.dispatch import drop_queue
+
+    drop_queue(UNCONSUMED_QUEUE)
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,6 @@
 """Real Celery worker processes: runs complete, survive SIGKILL, and shrug off duplicate messages."""
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 
 import pytest
@@ -15,13 +14,6 @@ from tests.durable.workflows import calls_in
 from tests.waiting import status_of, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def own_queue(settings):
-    """A queue of this test's own, so only the workers this test starts take its runs."""
-    settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
-    return settings.CELERY_TASK_DEFAULT_QUEUE
 
 
 def test_a_claims_run_started_through_the_api_completes_on_a_worker(session_worker, sandbox, operator):
