@@ -1,11 +1,12 @@
 """Queries the API and the console share: one place for what the inbox filters mean."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 
 from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus
@@ -22,6 +23,27 @@ def filter_requests(queryset: QuerySet[ApprovalRequest], filters: dict[str, Any]
 
 def pending_count() -> int:
     return ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count()
+
+
+@dataclass(frozen=True)
+class PendingSummary:
+    """How many requests wait for a human, since when, and the soonest expiry: one aggregate."""
+
+    count: int
+    oldest_created_at: datetime | None
+    soonest_expiry: datetime | None
+
+
+def pending_summary() -> PendingSummary:
+    found = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).aggregate(
+        count=Count("*"), oldest=Min("created_at"), soonest=Min("expires_at"))
+    return PendingSummary(found["count"], found["oldest"], found["soonest"])
+
+
+def stuck_count(*, older_than: datetime, expiring_before: datetime) -> int:
+    """Pending requests asked before `older_than` or expiring before `expiring_before`."""
+    pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+    return pending.filter(Q(created_at__lt=older_than) | Q(expires_at__lt=expiring_before)).count()
 
 
 def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, size: int) -> list[ApprovalRequest]:

@@ -1,7 +1,8 @@
 """The Django admin: every model, read-only.
 
 Runs, the ledger, checkpoints, the journal and the audit trail change only through the
-services (which fence, audit and journal every change); the admin is for looking.
+services (which fence, audit and journal every change), drill records only through a drill;
+the admin is for looking.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -62,3 +63,9 @@ class OperatorActionAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor", "action", "run", "operation_id", "source", "status_before", "status_after")
     list_filter = ("action", "source")
     search_fields = ("actor__username", "=run__id", "=operation_id")
+
+
+@admin.register(DrillRecord)
+class DrillRecordAdmin(ReadOnlyAdmin):
+    list_display = ("finished_at", "workflow_name", "workflow_version", "passed", "runs", "database", "broker")
+    list_filter = ("passed", "workflow_name")

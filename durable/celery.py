@@ -1,8 +1,10 @@
 """The Celery application: workers advance runs, beat runs the sweeper."""
+import logging
+import logging.config
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import setup_logging, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.settings")
 
@@ -28,3 +30,14 @@ def _announce_ready(**_: object) -> None:
     if path:
         with open(path, "w") as ready:
             ready.write(str(os.getpid()))
+
+
+@setup_logging.connect
+def _use_django_logging(loglevel: int | str | None = None, **_: object) -> None:
+    # With a receiver here Celery leaves the root logger alone instead of hijacking it, so a
+    # worker logs through settings.LOGGING like the web: the same format, the run's fields.
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+    if loglevel:  # `celery worker --loglevel` still sets how chatty Celery itself is
+        logging.getLogger("celery").setLevel(loglevel)

@@ -1,14 +1,238 @@
-"""Launch checks. `manage.py check --database default` runs the ones that read the database."""
+"""The pre-launch checklist as system checks: `manage.py check --tag durable`, also run by `check --deploy`.
+
+Each check is registered as an ordinary check tagged "durable", not with `deploy=True`:
+Django runs every ordinary check under `check --deploy` as well, whereas a deploy-only check
+would stay silent under `check --tag durable` unless `--deploy` were given too. Ordinary
+checks also run before `runserver` and `migrate`; reading a few step functions' source takes
+milliseconds. The two checks that read the database also carry `Tags.database` and, as
+Django's own database checks do, run only when the command names a database:
+`check --tag durable --database default`.
+
+Errors are what must block a launch (an operation that could happen twice, or a step that
+would fail on its first run); warnings are what someone should look at before launching.
+Each registered check hands the registry to a function that takes what it inspects as an
+argument, so tests can check a crafted workflow or adapter without registering it.
+"""
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.core.checks import Tags, Warning, register
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 
+from durable.downstream import Downstream, all_downstreams
+from durable.engine.step_source import REQUEST_APPROVAL, SIDE_EFFECT, Call, SourceUnavailable, StepSource, read_step
+from durable.registry import registry
+from durable.workflow import Step, Workflow
 
-@register(Tags.database)
-def unregistered_versions_in_flight(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+DURABLE = "durable"
+RELEASES = ("tool_catalog_version", "prompt_release", "model_policy_version")
+
+
+# -- the registered checks: each inspects what this process has registered ----------
+
+
+@register(DURABLE)
+def side_effects_have_stable_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_side_effect_keys(registry.all())
+
+
+@register(DURABLE)
+def approvals_declare_revalidation_and_expiry(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_approvals(registry.all())
+
+
+@register(DURABLE)
+def downstreams_say_how_crashes_settle(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_crash_settlement(all_downstreams())
+
+
+@register(DURABLE)
+def downstream_clients_do_not_retry(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_client_retries(all_downstreams())
+
+
+@register(DURABLE)
+def downstreams_classify_errors(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_error_classification(all_downstreams())
+
+
+@register(DURABLE)
+def workflows_declare_versions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_declared_versions(registry.all())
+
+
+@register(Tags.database, DURABLE)
+def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = None,
+                                    **kwargs: Any) -> list[CheckMessage]:
+    if not databases:
+        return []
+    return check_versions_in_flight()
+
+
+@register(Tags.database, DURABLE)
+def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if not databases:
+        return []
+    return check_drills(registry.all())
+
+
+# -- side effects and approvals, read from each step's source ----------------------
+
+
+def check_side_effect_keys(workflows: Iterable[Workflow]) -> list[CheckMessage]:
+    """durable.E002/E003/E004, W005: every side effect has a stable business key and is declared."""
+    return _per_step(workflows, "business keys", _side_effect_messages)
+
+
+def check_approvals(workflows: Iterable[Workflow]) -> list[CheckMessage]:
+    """durable.E006, W005: every approval declares its revalidation and its expiry."""
+    return _per_step(workflows, "approvals", _approval_messages)
+
+
+StepMessages = Callable[[Step, StepSource, str], list[CheckMessage]]
+
+
+def _per_step(workflows: Iterable[Workflow], what: str, messages: StepMessages) -> list[CheckMessage]:
+    found: list[CheckMessage] = []
+    for workflow in workflows:
+        for step in workflow.steps:
+            obj = f"{workflow.name} v{workflow.version} step {step.name!r}"
+            try:
+                source = read_step(step.fn)
+            except SourceUnavailable as exc:
+                found.append(Warning(
+                    f"The source of this step cannot be read ({exc}), so its {what} could not be checked.",
+                    hint="Define each step as a function (def) in a module's source file.",
+                    obj=obj, id="durable.W005"))
+                continue
+            found += messages(step, source, obj)
+    return found
+
+
+def _side_effect_messages(step: Step, source: StepSource, obj: str) -> list[CheckMessage]:
+    found: list[CheckMessage] = []
+    for call in source.of_kind(SIDE_EFFECT):
+        where = f"side effect {call.first or '?'!r} at {_where(source, call)}"
+        if not call.passes("business_key"):
+            through = " (it may be inside **kwargs, which cannot be read)" if call.passes_kwargs else ""
+            found.append(Error(
+                f"The {where} passes no business_key by name{through}: its operation id, and so its "
+                "Idempotency-Key, cannot be shown to be the same when the step runs again.",
+                hint="Pass business_key= in the call itself: the id of the business object the action is "
+                     "about (an order id, a claim number), read from the run's input or state.",
+                obj=obj, id="durable.E002"))
+        elif call.unstable:
+            found.append(Error(
+                f"The business key of the {where} is built with {', '.join(sorted(set(call.unstable)))}(): it "
+                "differs every time the step runs, so after a retry or a crash the ledger sees a new operation "
+                "and the action happens twice.",
+                hint="Build the key from the run's input or state. A value that must be generated is generated "
+                     "once, in ctx.activity(...) or an earlier step, and kept in the state.",
+                obj=obj, id="durable.E003"))
+        if call.first is not None and call.first not in step.side_effects:
+            declared = f"only {', '.join(map(repr, step.side_effects))}" if step.side_effects else "none"
+            found.append(Error(
+                f"The step performs {where} but declares {declared}: the run would fail there "
+                "(undeclared_side_effect).",
+                hint=f"Add {call.first!r} to the step's side_effects=[...]; the declared side effects are part "
+                     "of the topology fingerprint, so change them in a new workflow version.",
+                obj=obj, id="durable.E004"))
+    return found
+
+
+def _approval_messages(step: Step, source: StepSource, obj: str) -> list[CheckMessage]:
+    found: list[CheckMessage] = []
+    for call in source.of_kind(REQUEST_APPROVAL):
+        missing = [name for name in ("revalidate", "expires_in") if not call.passes(name)]
+        if not missing:
+            continue
+        why = {"revalidate": "the run would act without re-reading the facts the approver saw",
+               "expires_in": "the request could wait forever"}
+        found.append(Error(
+            f"The approval {call.first or '?'!r} at {_where(source, call)} does not declare "
+            f"{' or '.join(missing)}: {'; '.join(why[name] for name in missing)}.",
+            hint="Pass revalidate= (a module-level function that re-reads the business preconditions) and "
+                 "expires_in= (a timedelta) by name in the call; on_invalid= and on_expiry= say what happens then.",
+            obj=obj, id="durable.E006"))
+    return found
+
+
+def _where(source: StepSource, call: Call) -> str:
+    """`durable/demo/claims_agent.py:93`: relative to the project when the step lives in it."""
+    base = str(settings.BASE_DIR) + os.sep
+    path = source.filename[len(base):] if source.filename.startswith(base) else source.filename
+    return f"{path}:{call.line}"
+
+
+# -- downstream adapters -----------------------------------------------------------
+
+
+def check_crash_settlement(downstreams: Iterable[Downstream]) -> list[CheckMessage]:
+    """durable.E007: every downstream says what settles a crash mid-call."""
+    return [Error(
+        f"Downstream {d.name!r} neither honours idempotency keys nor can be looked up, and does not declare "
+        "that its crashes go to UNKNOWN.",
+        hint="Declare it in its Capabilities: honours_idempotency_keys=True if it deduplicates on the "
+             "Idempotency-Key; can_lookup=True with a lookup(); otherwise unknown_on_crash=True, so that "
+             "operators know they will settle its UNKNOWN operations by hand.",
+        obj=f"downstream {d.name!r}", id="durable.E007",
+    ) for d in downstreams if not d.capabilities.settles_crashes]
+
+
+def check_client_retries(downstreams: Iterable[Downstream]) -> list[CheckMessage]:
+    """durable.E008: every downstream's own HTTP client or SDK has its retries off."""
+    found: list[CheckMessage] = []
+    for d in downstreams:
+        retries = getattr(d, "client_retries", None)
+        if type(retries) is int and retries == 0:
+            continue
+        problem = (f"declares client_retries={retries}: its client sends again on its own" if type(retries) is int
+                   else "does not declare client_retries: its client may send again on its own")
+        found.append(Error(
+            f"Downstream {d.name!r} {problem}, outside the ledger and beside durable's retry policy.",
+            hint="Build its client with retries off (httpx.HTTPTransport(retries=0), the OpenAI SDK's "
+                 "max_retries=0) and declare client_retries = 0 on the adapter.",
+            obj=f"downstream {d.name!r}", id="durable.E008"))
+    return found
+
+
+def check_error_classification(downstreams: Iterable[Downstream]) -> list[CheckMessage]:
+    """durable.W009: every downstream says which of its errors are worth retrying."""
+    return [Warning(
+        f"Downstream {d.name!r} has no classify(exc): whether its errors are retried is left to durable's "
+        "generic HTTP rules.",
+        hint="Add classify(self, exc) -> Classification to the adapter: delegate to "
+             "durable.engine.errors.classify (HTTP statuses, timeouts, errors carrying retryable=) and mark its "
+             "business rejections non-retryable.",
+        obj=f"downstream {d.name!r}", id="durable.W009",
+    ) for d in downstreams if not callable(getattr(d, "classify", None))]
+
+
+# -- workflow versions -------------------------------------------------------------
+
+
+def check_declared_versions(workflows: Iterable[Workflow]) -> list[CheckMessage]:
+    """durable.W010: every workflow declares its version and the releases its runs are pinned to."""
+    found: list[CheckMessage] = []
+    for wf in workflows:
+        missing = [name for name in RELEASES if not str(getattr(wf, name) or "").strip()]
+        missing += [f"{name} >= 1" for name in ("version", "checkpoint_schema_version") if getattr(wf, name) < 1]
+        if missing:
+            found.append(Warning(
+                f"The workflow does not declare {', '.join(missing)}: its runs cannot record what tools, "
+                "prompts and model policy they ran under, nor be held to them when a deploy changes one.",
+                hint="Declare them on the Workflow(...): tool_catalog_version=, prompt_release=, "
+                     "model_policy_version= (the releases it runs under), and a version from 1.",
+                obj=f"{wf.name} v{wf.version}", id="durable.W010"))
+    return found
+
+
+def check_versions_in_flight() -> list[CheckMessage]:
+    """durable.W001: a version with runs in flight is still registered."""
     from durable.versions import version_reports
 
     try:
@@ -21,7 +245,61 @@ def unregistered_versions_in_flight(app_configs: Any = None, **kwargs: Any) -> l
             "register that version: they will be blocked when resumed.",
             hint="Keep the version registered until `manage.py durable_versions` says it can be retired, "
                  "or migrate the runs to a version that declares a migration from it.",
-            id="durable.W001",
+            obj=f"{r.workflow} v{r.version}", id="durable.W001",
         )
         for r in reports if not r.registered and r.in_flight_total
     ]
+
+
+# -- the fault drill ---------------------------------------------------------------
+
+
+def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
+    """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
+    from durable import drill
+    from durable.faults import FAULT_POINTS
+    from durable.models import DrillRecord
+
+    newest: dict[str, Workflow] = {}
+    for wf in workflows:
+        if wf.name not in newest or wf.version > newest[wf.name].version:
+            newest[wf.name] = wf
+    found: list[CheckMessage] = []
+    for wf in newest.values():
+        actions = {action for step in wf.steps for action in step.side_effects}
+        if not actions:
+            continue  # nothing for a crash to duplicate
+        try:
+            records = list(DrillRecord.objects.filter(workflow_name=wf.name, workflow_version=wf.version))
+        except DatabaseError:  # not migrated yet: no drill has run
+            records = []
+        if any(r.passed and r.topology_fingerprint == wf.fingerprint and set(r.points) >= set(FAULT_POINTS)
+               and set(r.actions) >= actions for r in records):
+            continue
+        command = f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version}"
+        if actions != set(drill.DEFAULT_ACTIONS):
+            command += f" --actions {','.join(sorted(actions))}"
+        asking = drill.steps_that_ask(wf)
+        hint = (f"Run `{command}` against the production database and broker; it records its result."
+                if not asking else
+                f"The drill does not approve, so it cannot drill a version that waits for a human (step(s) "
+                f"{', '.join(asking)}). Drill a version with the same side effects and no approval, and silence "
+                "this warning knowingly (SILENCED_SYSTEM_CHECKS = ['durable.W011']).")
+        found.append(Warning(
+            f"New runs start on {wf.name} v{wf.version}, and no passing fault drill of every fault point and "
+            f"side effect ({', '.join(sorted(actions))}) is recorded for its current steps"
+            f"{_last_drill(records, wf)}.",
+            hint=hint, obj=f"{wf.name} v{wf.version}", id="durable.W011"))
+    return found
+
+
+def _last_drill(records: list[Any], wf: Workflow) -> str:
+    if not records:
+        return " (it was never drilled)"
+    last = records[0]  # newest first
+    when = f"{last.finished_at:%Y-%m-%d}"
+    if last.topology_fingerprint != wf.fingerprint:
+        return f" (the last drill, {when}, ran on other steps)"
+    if not last.passed:
+        return f" (the last drill, {when}, failed: {'; '.join(last.violations[:2])})"
+    return f" (the last drill, {when}, armed only {', '.join(last.points)} in {', '.join(last.actions)})"

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from durable import side_effects
+from durable import metrics, side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError
@@ -49,6 +49,11 @@ class StepContext:
         self._cursor = cursor
         self._declared_side_effects = side_effects
 
+    @property
+    def replayed_calls(self) -> int:
+        """How many recorded activity results this step has reused so far."""
+        return self._cursor.reused
+
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
                  **kwargs: Any) -> Any:
         """Run a non-deterministic call (LLM, read) once; on replay return what it returned then.
@@ -58,7 +63,8 @@ class StepContext:
         """
         index, recorded = self._cursor.next_call(name)
         if recorded is not None:
-            log.info("activity replayed", extra={"run_id": str(self.run_id), "step": self.step, "activity": name})
+            metrics.result_reused(self.workflow_name, self.workflow_version)
+            log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
             result = recorded.result
         else:
             result = to_json(fn(*args, **kwargs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
 
 
@@ -18,19 +19,33 @@ class Outcome:
 class Downstream(Protocol):
     """An adapter. `execute` carries the operation id as the Idempotency-Key where honoured.
 
-    Errors carry their classification (durable.engine.errors.classify). A timeout or dropped
+    It declares what durable may rely on (checked by `manage.py check --tag durable`):
+    `capabilities` (keys, lookup, or crashes go to UNKNOWN), `client_retries` (the retries of
+    its own HTTP client or SDK: 0, so that durable's retry policy is the only one), and
+    `classify(exc)`, whether an error it raised is worth retrying. A timeout or dropped
     connection after sending is ambiguous (durable.engine.errors.is_ambiguous): durable
     retries it only with an idempotency key, and reconciles it otherwise.
     """
 
     name: str
     capabilities: Capabilities
+    client_retries: int
 
     def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome: ...
 
     def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
         """The external record of this operation, or None when it provably never happened."""
         ...
+
+    def classify(self, exc: BaseException) -> Classification:
+        """Retryable (429, transient 5xx, timeouts) or not (invalid, forbidden, rejected)."""
+        ...
+
+
+def classify_error(adapter: Downstream, exc: BaseException) -> Classification:
+    """The adapter's own classification of an error it raised; durable's HTTP rules when it has none."""
+    own = getattr(adapter, "classify", None)
+    return own(exc) if callable(own) else classify(exc)
 
 
 _downstreams: dict[str, Downstream] = {}
@@ -44,3 +59,8 @@ def register_downstream(adapter: Downstream) -> Downstream:
 
 def get_downstream(name: str) -> Downstream | None:
     return _downstreams.get(name)
+
+
+def all_downstreams() -> list[Downstream]:
+    """Every registered adapter, by name."""
+    return [_downstreams[name] for name in sorted(_downstreams)]

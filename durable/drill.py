@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -15,18 +16,22 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
-from durable import celery_app, services
+from durable import services
+from durable.dispatch import drop_queue
 from durable.downstream import get_downstream
 from durable.engine.ids import operation_id
 from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
+from durable.engine.step_source import REQUEST_APPROVAL, SourceUnavailable, read_step
 from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
-from durable.models import Run, SideEffect
+from durable.models import DrillRecord, Run, SideEffect
 from durable.processes import WorkerProcess
 from durable.registry import UnknownWorkflow, registry
 from durable.sandbox import SandboxServer
+from durable.workflow import Workflow
 from durable.workload import delete_runs, wait_for_runs
 
 DEFAULT_ACTIONS = ("refund", "ticket", "notify")
@@ -76,7 +81,7 @@ def validate(config: DrillConfig) -> None:
     if unknown_points or not config.points:
         raise ValueError(f"--points must name fault points among {', '.join(FAULT_POINTS)}; got {unknown_points}")
     try:
-        workflow = registry.latest(config.workflow)
+        workflow = drilled_workflow(config)
     except UnknownWorkflow as exc:
         raise ValueError(f"--workflow: {exc}") from None
     declared = {action for step in workflow.steps for action in step.side_effects}
@@ -84,6 +89,30 @@ def validate(config: DrillConfig) -> None:
     if undeclared or not config.actions:
         raise ValueError(f"--actions must be side effects {config.workflow} declares ({', '.join(sorted(declared))}); "
                          f"got {undeclared}")
+    asking = steps_that_ask(workflow)
+    if asking:
+        raise ValueError(f"{workflow.name} v{workflow.version} waits for a human at step(s) {', '.join(asking)}, and "
+                         "the drill does not approve, so its runs would never settle; choose a version without "
+                         "approvals with --workflow-version")
+
+
+def drilled_workflow(config: DrillConfig) -> Workflow:
+    """The version the drill starts its runs on: the one named, or the newest."""
+    if config.version is None:
+        return registry.latest(config.workflow)
+    return registry.get(config.workflow, config.version)
+
+
+def steps_that_ask(workflow: Workflow) -> list[str]:
+    """Steps whose own source asks for an approval (a step whose source cannot be read is not counted)."""
+    asking = []
+    for step in workflow.steps:
+        try:
+            if read_step(step.fn).of_kind(REQUEST_APPROVAL):
+                asking.append(step.name)
+        except SourceUnavailable:
+            pass
+    return asking
 
 
 # -- what a cell must show -------------------------------------------------
@@ -180,13 +209,27 @@ class DrillResult:
 def run_drill(config: DrillConfig, *, on_cell: Callable[[CellResult], None] | None = None) -> DrillResult:
     """Every cell in turn, each with fresh workers, sandbox, queue and fault markers."""
     validate(config)
-    started = time.monotonic()
+    started, started_at = time.monotonic(), timezone.now()
     results = []
     for number, cell in enumerate(config.cells(), start=1):
         results.append(run_cell(config, cell, number))
         if on_cell is not None:
             on_cell(results[-1])
-    return DrillResult(config, tuple(results), time.monotonic() - started)
+    result = DrillResult(config, tuple(results), time.monotonic() - started)
+    record(result, started_at=started_at)
+    return result
+
+
+def record(result: DrillResult, *, started_at: datetime) -> DrillRecord:
+    """Write down that a drill ran against its workflow version and how it ended (the launch check reads it)."""
+    workflow = drilled_workflow(result.config)
+    return DrillRecord.objects.create(
+        workflow_name=workflow.name, workflow_version=workflow.version, topology_fingerprint=workflow.fingerprint,
+        points=list(result.config.points), actions=list(result.config.actions), runs=result.total("runs"),
+        violations=[f"{cell.cell.label}: {'; '.join(cell.violations)}" for cell in result.cells if not cell.ok],
+        passed=result.ok, database=connection.vendor, broker=settings.CELERY_BROKER_URL.split("://")[0],
+        started_at=started_at, finished_at=timezone.now(),
+    )
 
 
 def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
@@ -206,7 +249,7 @@ def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
             # Counted only once the workers are gone: nothing can take effect after this.
             downstream, counts = measure(cell, run_ids, crashes=len(list(fault_dir.iterdir())),
                                          effects=sandbox.state.calls_snapshot())
-            _drop_queue(queue)
+            drop_queue(queue)
     finally:
         shutil.rmtree(fault_dir, ignore_errors=True)
     _cancel_unsettled(run_ids)
@@ -229,15 +272,6 @@ def _start_run(workflow: str, version: int | None, order_id: str) -> UUID:
         "order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it",
     })
     return run.id
-
-
-def _drop_queue(queue: str) -> None:
-    """Redeliveries and sweeps left in the finished cell's queue would otherwise stay in the broker."""
-    with celery_app.connection_for_write() as conn:
-        bound = celery_app.amqp.queues[queue].bind(conn.default_channel)
-        bound.declare()  # makes the binding known to this connection, so delete finds it
-        bound.purge()
-        bound.delete()
 
 
 def _cancel_unsettled(run_ids: list[UUID]) -> None:

@@ -6,12 +6,13 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from durable import side_effects
+from durable import logs, metrics, side_effects
 from durable.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.errors import AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify
@@ -42,17 +43,25 @@ class Outcome:
 def advance(run_id: UUID | str, *, owner: str | None = None) -> Outcome:
     """Claim the run's lease and run its steps until it finishes, waits or its time slice ends."""
     db = store()
-    claimed = db.claim(run_id, owner or worker_id(), settings.DURABLE_LEASE_SECONDS)
-    if claimed is None:
-        return Outcome(claimed=False)
-    lease, run = claimed
+    with logs.bound(run_id=str(run_id)):
+        claimed = db.claim(run_id, owner or worker_id(), settings.DURABLE_LEASE_SECONDS)
+        if claimed is None:
+            return Outcome(claimed=False)
+        lease, run = claimed
+        with logs.bound(workflow=run.workflow_name, version=run.workflow_version):
+            return _advance_claimed(db, lease, run)
+
+
+def _advance_claimed(db: RunStore, lease: Lease, run: Run) -> Outcome:
+    if lease.resuming:
+        metrics.run_resumed(run.workflow_name, run.workflow_version, lease.waited_seconds)
     try:
         workflow = _pinned_workflow(db, lease, run)
         if workflow is None:
             return Outcome(claimed=True)
         return _run_steps(db, lease, run, workflow)
     except LeaseLost:
-        log.warning("lease lost; stopping without writing", extra={"run_id": str(run_id)})
+        log.warning("lease lost; stopping without writing")
         return Outcome(claimed=True)
 
 
@@ -71,55 +80,76 @@ def _pinned_workflow(db: RunStore, lease: Lease, run: Run) -> Workflow | None:
     refusal = check_contract(run_contract(run), workflow.as_contract() if workflow else None,
                              workflow.pinned if workflow else ())
     if refusal is not None:
-        block(db, lease, run.current_step, refusal)
+        block(db, lease, run, run.current_step, refusal)
         return None
     return workflow
 
 
-def block(db: RunStore, lease: Lease, step: str, refusal: Refusal) -> None:
-    db.block(lease, step, JournalEntry.Kind.CONTRACT_BLOCKED, refusal.as_json())
+def block(db: RunStore, lease: Lease, run: Run, step: str, refusal: Refusal,
+          kind: str = JournalEntry.Kind.CONTRACT_BLOCKED) -> None:
+    """Stop the run in BLOCKED_VERSION (counted as a version mismatch, by the refusal's kind)."""
+    db.block(lease, step, kind, refusal.as_json())
+    metrics.run_blocked(run.workflow_name, run.workflow_version, refusal.kind)
+    log.warning("run blocked on its version: %s", refusal.message)
+
+
+def _restore(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> tuple[BaseModel, str] | None:
+    """The state at the newest checkpoint and the step to run next, or None when it cannot be read back."""
+    point = db.resume_point(lease)
+    try:
+        readable = upcast(point.state, point.state_schema_version, workflow.checkpoint_schema_version,
+                          workflow.upcasters)
+        if not isinstance(readable, Refusal):
+            return workflow.state.model_validate(readable), point.next_step
+    except Exception as exc:  # an upcaster's bug or a state that no longer validates: the run must stop, not loop
+        readable = Refusal("schema_unreadable", f"checkpoint #{point.seq} (schema v{point.state_schema_version}) "
+                                                f"cannot be read as {workflow.state.__name__}: {exc}")
+    metrics.checkpoint_unreadable(run.workflow_name, run.workflow_version)
+    block(db, lease, run, point.next_step, readable)
+    return None
 
 
 def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outcome:
-    point = db.resume_point(lease)
-    readable = upcast(point.state, point.state_schema_version, workflow.checkpoint_schema_version, workflow.upcasters)
-    if isinstance(readable, Refusal):
-        block(db, lease, point.next_step, readable)
+    restored = _restore(db, lease, run, workflow)
+    if restored is None:
         return Outcome(claimed=True)
-    state = workflow.state.model_validate(readable)
-    step_name, attempt = point.next_step, run.attempt
+    state, step_name = restored
+    attempt = run.attempt
     deadline = time.monotonic() + settings.DURABLE_TIME_SLICE_SECONDS
     recorded = db.recorded_calls(run.id)  # each step runs at most once per task, so this stays true
     done = 0
     while True:
-        ctx = StepContext(
-            run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
-            workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=db,
-            cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
-            side_effects=workflow.get_step(step_name).side_effects,
-        )
-        try:
-            state = _execute_step(workflow, step_name, ctx, state)
-        except LeaseLost:
-            raise
-        except AwaitingApproval:  # the request and the wait are committed; nothing holds a worker now
-            return Outcome(claimed=True, steps=done)
-        except ReplayContractViolation as exc:
-            db.block(lease, step_name, JournalEntry.Kind.REPLAY_VIOLATION, {"kind": "replay_violation", "message": str(exc)})
-            return Outcome(claimed=True, steps=done)
-        except NeedsAttention as exc:
-            db.needs_attention(lease, step_name, {"kind": "unknown_side_effect", "message": str(exc),
-                                                  "operation_id": exc.operation_id})
-            return Outcome(claimed=True, steps=done)
-        except Exception as exc:  # classified below: the one retry owner is this layer
-            return _handle_step_error(db, lease, workflow, step_name, attempt, exc, done)
-        done += 1
-        next_step = workflow.next_step(step_name)
-        state_json = state.model_dump(mode="json")
-        if next_step is None:
-            db.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, workflow.build_output(state))
-            return Outcome(claimed=True, steps=done)
-        db.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
+        with logs.bound(step=step_name, attempt=attempt):
+            ctx = StepContext(
+                run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
+                workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=db,
+                cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
+                side_effects=workflow.get_step(step_name).side_effects,
+            )
+            try:
+                state = _execute_step(workflow, step_name, ctx, state)
+            except LeaseLost:
+                raise
+            except AwaitingApproval:  # the request and the wait are committed; nothing holds a worker now
+                return Outcome(claimed=True, steps=done)
+            except ReplayContractViolation as exc:
+                block(db, lease, run, step_name, Refusal("replay_violation", str(exc)),
+                      JournalEntry.Kind.REPLAY_VIOLATION)
+                return Outcome(claimed=True, steps=done)
+            except NeedsAttention as exc:
+                db.needs_attention(lease, step_name, {"kind": "unknown_side_effect", "message": str(exc),
+                                                      "operation_id": exc.operation_id})
+                log.warning("run needs attention: %s", exc)
+                return Outcome(claimed=True, steps=done)
+            except Exception as exc:  # classified below: the one retry owner is this layer
+                return _handle_step_error(db, lease, workflow, step_name, attempt, exc, done)
+            done += 1
+            next_step = workflow.next_step(step_name)
+            state_json = state.model_dump(mode="json")
+            if next_step is None:
+                db.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, workflow.build_output(state))
+                return Outcome(claimed=True, steps=done)
+            db.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
         step_name, attempt = next_step, 0
         if time.monotonic() >= deadline:
             db.release(lease)  # let other runs have this worker; the task re-enqueues us
@@ -128,7 +158,11 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
 
 def _execute_step(workflow: Workflow, step_name: str, ctx: StepContext, state: BaseModel) -> BaseModel:
     step = workflow.get_step(step_name)
-    result = step.fn(ctx, state)
+    try:
+        result = step.fn(ctx, state)
+    finally:  # re-executed, however it ended this time
+        if ctx.replayed_calls:
+            metrics.step_replayed(workflow.name, workflow.version)
     new_state = state if result is None else result
     if not isinstance(new_state, workflow.state):
         raise TypeError(f"step {step_name!r} returned {type(new_state).__name__}, not {workflow.state.__name__}")
@@ -144,16 +178,26 @@ def _handle_step_error(db: RunStore, lease: Lease, workflow: Workflow, step: str
     if verdict.retryable and policy.allows_another(attempts_made):
         delay = policy.delay(attempts_made)
         db.schedule_retry(lease, step, attempts_made, delay, error)
-        log.info("step %s failed (%s); retry %d in %.2fs", step, verdict.kind, attempts_made + 1, delay,
-                 extra={"run_id": str(lease.run_id)})
+        metrics.retry_scheduled(workflow.name, workflow.version)
+        log.info("step %s failed (%s); retry %d in %.2fs", step, verdict.kind, attempts_made + 1, delay)
         return Outcome(claimed=True, steps=done, retry_in=delay)
     if verdict.retryable:
         error["exhausted"] = True
-    unsure = side_effects.mark_unsettled_unknown(db, lease, f"step {step} gave up: {verdict.message}")
+    _give_up(db, lease, step, attempts_made, error, verdict.message)
+    if verdict.retryable:
+        metrics.retries_exhausted(workflow.name, workflow.version)
+    else:
+        metrics.failed_for_good(workflow.name, workflow.version)
+    return Outcome(claimed=True, steps=done)
+
+
+def _give_up(db: RunStore, lease: Lease, step: str, attempts_made: int, error: dict[str, Any], message: str) -> None:
+    """Fail the run, unless an operation it started may have happened: then an operator must look first."""
+    unsure = side_effects.mark_unsettled_unknown(db, lease, f"step {step} gave up: {message}")
     if unsure:  # never report as failed what may have happened (invariant 4)
         db.needs_attention(lease, step, {**error, "kind": "unknown_side_effect", "operation_id": unsure[0],
                                          "message": f"gave up with operation(s) {', '.join(unsure)} of unknown outcome"})
-        return Outcome(claimed=True, steps=done)
+        log.warning("step %s gave up with operation(s) %s of unknown outcome", step, ", ".join(unsure))
+        return
     db.fail(lease, step, attempts_made, error)
-    log.info("step %s failed for good: %s", step, verdict.message, extra={"run_id": str(lease.run_id)})
-    return Outcome(claimed=True, steps=done)
+    log.info("step %s failed for good: %s", step, message)

@@ -1,18 +1,22 @@
 """The side-effect ledger's writes. Each is one transaction, fenced by the run's lease."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from durable import metrics
 from durable.downstream import Outcome
 from durable.engine.errors import OperationConflict, RetryableError
 from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.models import JournalEntry, SideEffect
 from durable.store import Lease, RunStore
+
+log = logging.getLogger("durable.ledger")
 
 
 class StaleOperation(RetryableError):
@@ -77,7 +81,10 @@ def mark_failed(db: RunStore, lease: Lease, row: SideEffect, *, retryable: bool,
 
 
 def mark_unknown(db: RunStore, lease: Lease, row: SideEffect, *, evidence: str) -> None:
+    """The one place a worker marks an operation UNKNOWN (the sweeper has its own, reconciliation.sweeper)."""
     _move(db, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
+    metrics.operation_unknown(row.action_name)
+    log.warning("operation %s (%s) is UNKNOWN: %s", row.operation_id, row.action_name, evidence)
 
 
 def count_prevented_duplicate(db: RunStore, lease: Lease, row: SideEffect) -> None:

@@ -45,6 +45,8 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    pruned_at = models.DateTimeField(null=True, blank=True,
+                                     help_text="when retention deleted its older checkpoints and its journal")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -58,6 +60,9 @@ class Run(models.Model):
             # The sweeper's questions: whose lease expired, whose retry is due.
             models.Index(fields=["lease_expires_at"], name="run_lease_expiry", condition=Q(status="RUNNING")),
             models.Index(fields=["next_attempt_at"], name="run_retry_due", condition=Q(status="WAITING_RETRY")),
+            # Retention's question: which finished runs still have a history to prune.
+            models.Index(fields=["finished_at", "id"], name="run_prunable",
+                         condition=Q(status__in=["SUCCEEDED", "CANCELLED"], pruned_at__isnull=True)),
         ]
         permissions = [
             ("start_run", "Can start runs"),
@@ -222,3 +227,31 @@ class OperatorAction(models.Model):
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise AppendOnly("audit trail rows cannot be removed")
+
+
+class DrillRecord(models.Model):
+    """A fault drill that ran against one workflow version: what it covered and whether it passed.
+
+    Written by durable/drill.py when a drill ends; the launch check durable.W011 reads it.
+    """
+
+    workflow_name = models.CharField(max_length=100)
+    workflow_version = models.PositiveIntegerField()
+    topology_fingerprint = models.CharField(max_length=64, help_text="the drilled version's steps and side effects")
+    points = models.JSONField(default=list, help_text="fault points armed")
+    actions = models.JSONField(default=list, help_text="side-effect actions crashed in")
+    runs = models.PositiveIntegerField(default=0)
+    violations = models.JSONField(default=list, help_text="one line per cell in violation; empty when it passed")
+    passed = models.BooleanField()
+    database = models.CharField(max_length=30, blank=True, help_text="the database vendor it ran on")
+    broker = models.CharField(max_length=30, blank=True, help_text="the broker transport it ran on")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-finished_at"]
+        indexes = [models.Index(fields=["workflow_name", "workflow_version", "-finished_at"], name="drill_version")]
+
+    def __str__(self) -> str:
+        verdict = "passed" if self.passed else "failed"
+        return f"drill of {self.workflow_name} v{self.workflow_version} {verdict} at {self.finished_at:%Y-%m-%d %H:%M}"

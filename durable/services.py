@@ -11,7 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from durable import dispatch
+from durable import dispatch, metrics
 from durable.engine.ids import canonical_json, request_hash
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.models import Checkpoint, OperatorAction, Run
@@ -89,6 +89,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
     if idempotency_key:
         existing = _run_for_key(idempotency_key, fingerprint)
         if existing is not None:
+            metrics.idempotency_key_hit(metrics.START_RUN)
             return existing, False
     state = definition.build_initial_state(data).model_dump(mode="json")
     try:
@@ -108,6 +109,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
         if idempotency_key:  # a concurrent request with the same key won the race
             existing = _run_for_key(idempotency_key, fingerprint)
             if existing is not None:
+                metrics.idempotency_key_hit(metrics.START_RUN)
                 return existing, False
         raise
     return run, True

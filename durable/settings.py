@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,6 +11,16 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DURABLE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default keeps its SQLite file and broker here
+
+# Prometheus multiprocess mode: every process of this machine (web and workers) writes its
+# counters to files in one directory and /metrics adds them up. prometheus_client decides
+# the mode from the environment when it is first imported, so this must run before any
+# metric exists; every process loads these settings first, and children inherit the variable.
+# PROMETHEUS_MULTIPROC_DIR, when the deployment sets it, wins.
+DURABLE_METRICS_DIR = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                           or os.environ.get("DURABLE_METRICS_DIR") or VAR_DIR / "metrics")
+DURABLE_METRICS_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(DURABLE_METRICS_DIR)
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -168,10 +179,41 @@ CELERY_BEAT_SCHEDULE = {
     "durable-sweep": {"task": "durable.sweep", "schedule": timedelta(seconds=DURABLE_SWEEP_SECONDS)},
 }
 
+# Retention: finished runs older than this many days lose their checkpoints (but the last)
+# and their journal; the ledger and audit trail stay. Unset or 0: keep everything.
+DURABLE_RETENTION_DAYS = float(os.environ.get("DURABLE_RETENTION_DAYS", "0"))
+if DURABLE_RETENTION_DAYS > 0:
+    CELERY_BEAT_SCHEDULE["durable-prune"] = {"task": "durable.prune", "schedule": timedelta(days=1)}
+
+# /metrics: Prometheus scrapes with `Authorization: Bearer <token>`; without a token, or
+# while none is set, only a logged-in user with durable.view_run may read the page.
+DURABLE_METRICS_TOKEN = os.environ.get("DURABLE_METRICS_TOKEN", "")
+# The overview and the "stuck approvals" alert call a pending approval stuck after this long.
+DURABLE_STUCK_APPROVAL_HOURS = float(os.environ.get("DURABLE_STUCK_APPROVAL_HOURS", "24"))
+
+# Logs: JSON lines in production (DATABASE_URL set, DEBUG off), readable text in the demo.
+# Every line carries the run, workflow, version, step, attempt and operation it belongs to
+# (durable.logs). Celery workers use this same configuration (durable/celery.py).
+def log_format(environ: Mapping[str, str], debug: bool) -> str:
+    chosen = environ.get("DURABLE_LOG_FORMAT", "").strip().lower()
+    if not chosen:
+        return "json" if environ.get("DATABASE_URL") and not debug else "text"
+    if chosen not in ("json", "text"):
+        raise RuntimeError(f"DURABLE_LOG_FORMAT must be 'json' or 'text', not {chosen!r}")
+    return chosen
+
+
+DURABLE_LOG_FORMAT = log_format(os.environ, DEBUG)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"durable": {"handlers": ["console"], "level": os.environ.get("DURABLE_LOG_LEVEL", "INFO")}},
+    "filters": {"run_context": {"()": "durable.logs.RunContextFilter"}},
+    "formatters": {"json": {"()": "durable.logs.JsonFormatter"}, "text": {"()": "durable.logs.TextFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": DURABLE_LOG_FORMAT,
+                             "filters": ["run_context"]}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "durable": {"level": os.environ.get("DURABLE_LOG_LEVEL", "INFO")},
+        "django": {"handlers": [], "level": "INFO"},  # through the root's handler, in the same format
+    },
 }

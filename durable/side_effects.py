@@ -1,11 +1,12 @@
 """One side-effecting call: Prepare -> Execute -> Commit, before the step's checkpoint (invariant 2)."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from durable import ledger
-from durable.downstream import Downstream
-from durable.engine.errors import NeedsAttention, NonRetryableError, RetryableError, classify, is_ambiguous
+from durable import ledger, logs, metrics
+from durable.downstream import Downstream, classify_error
+from durable.engine.errors import NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, on_reentry
 from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
@@ -13,16 +14,27 @@ from durable.models import SideEffect
 from durable.store import Lease, RunStore
 from reconciliation.reconciler import reconcile_started
 
+log = logging.getLogger("durable.side_effects")
+
 
 def perform(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
             payload: dict[str, Any]) -> dict[str, Any]:
     """Make the external action happen once, returning its recorded result."""
     row = ledger.prepare(db, lease, step=step, action=action, business_key=business_key,
                          downstream=downstream.name, payload=payload)
+    with logs.bound(operation_id=row.operation_id):
+        return _enter(db, lease, row, downstream)
+
+
+def _enter(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
+    """Act on the operation's ledger row as its status says (invariant 3)."""
+    action = row.action_name
     fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
     reentry = on_reentry(row.status)
     if reentry is Reentry.RETURN_RECORDED:
         ledger.count_prevented_duplicate(db, lease, row)
+        metrics.duplicate_prevented(action)
+        log.info("%s already succeeded (%s): duplicate prevented, nothing sent", action, row.external_ref)
         return _result(row.result_json, row.external_ref)
     if reentry is Reentry.FAIL_STEP:
         raise NonRetryableError(f"operation {row.operation_id} ({action}) failed for good: {row.last_error}",
@@ -45,7 +57,12 @@ def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
 
 
 def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
+    sent_before = row.attempts > 0
     ledger.mark_started(db, lease, row)
+    if sent_before and downstream.capabilities.honours_idempotency_keys:
+        metrics.idempotency_key_hit(row.action_name)
+        log.info("%s sent to %s again with the same Idempotency-Key (attempt %d)", row.action_name,
+                 downstream.name, row.attempts)
     fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
     try:
         outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
@@ -54,16 +71,19 @@ def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream
         raise
     fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
     ledger.commit_success(db, lease, row, outcome)
+    log.info("%s succeeded on %s: %s", row.action_name, downstream.name, outcome.external_ref)
     fault_point(AFTER_COMMIT, operation_id=row.operation_id, action=row.action_name)
     return _result(outcome.result, outcome.external_ref)
 
 
 def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception) -> None:
     """Record what a failed call means. Raises instead of returning where the error changes."""
-    verdict = classify(exc)
+    verdict = classify_error(downstream, exc)  # the adapter's own reading of its errors
     if not is_ambiguous(exc):  # the downstream answered, or we never reached it: it did not happen
         ledger.mark_failed(db, lease, row, retryable=verdict.retryable, error=verdict.as_json())
-        return
+        # The step's retry policy must read the error as the adapter did, not by durable's HTTP rules.
+        error_type = RetryableError if verdict.retryable else NonRetryableError
+        raise error_type(f"{row.action_name} on {downstream.name}: {verdict.message}", kind=verdict.kind) from exc
     caps = downstream.capabilities
     if caps.honours_idempotency_keys or caps.can_lookup:
         # Leave it STARTED: the retry re-enters it and the reconciler re-sends it with the same

@@ -1,8 +1,10 @@
-"""URLs: the console, the API and its schema, the admin."""
+"""URLs: the console, the API and its schema, the admin, the Prometheus metrics."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
+
+from durable.exposition import metrics_page
 
 urlpatterns = [
     path("", include("durable.console.urls")),
@@ -15,4 +17,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/auth/", include("rest_framework.urls")),
     path("admin/", admin.site.urls),
+    path("metrics", metrics_page, name="metrics"),  # where Prometheus looks by default
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from durable import ledger
+from durable import ledger, metrics
 from durable.downstream import Downstream, Outcome
 from durable.engine.ledger import Reconciliation, reconciliation_for
 from durable.models import JournalEntry, SideEffect
@@ -55,8 +55,10 @@ class Settled:
 
 
 def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: str, evidence: str, **extra: Any) -> None:
+    """Record a decision in the run's journal and count it: each decision is journaled exactly once."""
     db.journal(lease, JournalEntry.Kind.RECONCILIATION, row.step, name=row.action_name,
                detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, **extra})
+    metrics.reconciled(row.action_name, decision)
 
 
 def reconcile_started(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> Settled:

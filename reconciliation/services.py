@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from durable import dispatch
+from durable import dispatch, logs, metrics
 from durable.downstream import Downstream, get_downstream
 from durable.engine.errors import classify
 from durable.engine.ids import canonical_json, sha256_hex
@@ -70,6 +70,10 @@ def resolve_operation(*, operation_id: str, user: AbstractBaseUser | None, outco
                                     detail={**detail, "by": getattr(user, "username", None), "reason": reason},
                                     fencing_token=run.fencing_token, created_at=now)
         _continue_run(run)
+    metrics.reconciled(row.action_name, f"resolved_{outcome}")
+    with logs.bound(run_id=str(run.id), workflow=run.workflow_name, version=run.workflow_version, step=row.step,
+                    operation_id=operation_id):
+        log.info("operation resolved by %s: %s, now %s", getattr(user, "username", None), outcome, target.value)
     row.refresh_from_db()
     return row
 

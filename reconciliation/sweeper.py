@@ -9,7 +9,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from durable.downstream import get_downstream
+from durable import logs, metrics
+from durable.downstream import Downstream, get_downstream
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
@@ -35,14 +36,25 @@ def reconcile_stale(limit: int = 200) -> int:
         if downstream is None:
             log.warning("no adapter %r registered for operation %s", row.downstream, row.operation_id)
             continue
-        try:
-            finding = investigate(row, downstream)
-        except Exception:
-            # One unreachable downstream must not stop the sweep, nor the re-enqueueing that follows it.
-            log.warning("lookup of operation %s on %s failed; it stays STARTED until the next sweep",
-                        row.operation_id, downstream.name, exc_info=True)
-            continue
-        moved += _settle(row, finding)
+        with logs.bound(run_id=str(row.run_id), workflow=row.run.workflow_name, version=row.run.workflow_version,
+                        step=row.step, operation_id=row.operation_id):
+            moved += _reconcile(row, downstream)
+    return moved
+
+
+def _reconcile(row: SideEffect, downstream: Downstream) -> int:
+    try:
+        finding = investigate(row, downstream)
+    except Exception:
+        # One unreachable downstream must not stop the sweep, nor the re-enqueueing that follows it.
+        log.warning("lookup of operation %s on %s failed; it stays STARTED until the next sweep",
+                    row.operation_id, downstream.name, exc_info=True)
+        return 0
+    moved = _settle(row, finding)
+    if moved:  # counted once, by whoever moved it (a worker or another sweep may have been first)
+        metrics.reconciled(row.action_name, finding.decision)
+        log.info("operation %s settled by the sweeper: %s (%s)", row.operation_id, finding.decision,
+                 finding.evidence)
     return moved
 
 
@@ -76,4 +88,6 @@ def _move(row: SideEffect, target: Op, decision: str, evidence: str, **fields: o
                                fencing_token=run.fencing_token).exclude(lease_expires_at__gte=now).update(
                 status=RunStatus.NEEDS_ATTENTION, lease_owner=None, lease_expires_at=None, updated_at=now,
                 error={"kind": "unknown_side_effect", "operation_id": row.operation_id, "message": evidence})
+    if target == Op.UNKNOWN:
+        metrics.operation_unknown(row.action_name)
     return 1

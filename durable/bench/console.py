@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from django.db import connection
 from django.test import Client
 
+from durable.bench.seeding import require_postgres, vacuum_analyze
+
 PREFIX = "bench-console-"
 STATUS_BY_BUCKET = """CASE
     WHEN mod(i, 100) = 0 THEN 'WAITING_APPROVAL'
@@ -30,8 +32,7 @@ STATUS_BY_BUCKET = """CASE
 def seed(runs: int, approvals: int) -> None:
     """`runs` runs over 5 workflows x 3 versions and ~7 days per 100,000; `approvals` of the
     WAITING_APPROVAL ones (1 in 100) get a pending request."""
-    if connection.vendor != "postgresql":
-        raise RuntimeError("the console benchmark seeds with Postgres' generate_series; set DATABASE_URL")
+    require_postgres("console")
     with connection.cursor() as cursor:
         cursor.execute(f"""
             INSERT INTO durable_run (id, workflow_name, workflow_version, checkpoint_schema_version,
@@ -54,10 +55,7 @@ def seed(runs: int, approvals: int) -> None:
                 'PENDING', r.created_at + interval '3 days', r.created_at, ''
             FROM durable_run r WHERE r.workflow_name LIKE '{PREFIX}%%' AND r.status = 'WAITING_APPROVAL'
             ORDER BY r.created_at DESC LIMIT %s""", [approvals])
-        # What autovacuum does soon after a bulk load: statistics, and the visibility map that
-        # lets the status counts use index-only scans.
-        cursor.execute("VACUUM ANALYZE durable_run")
-        cursor.execute("VACUUM ANALYZE approvals_approvalrequest")
+    vacuum_analyze("durable_run", "approvals_approvalrequest")  # the status counts use index-only scans
 
 
 def clear() -> None:

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from approvals.selectors import pending_count
+from approvals.selectors import pending_count, stuck_count
+from durable import metrics
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run, SideEffect
@@ -24,6 +26,35 @@ LISTED = ("id", "workflow_name", "workflow_version", "business_key", "status", "
 IN_FLIGHT = [status for status in RunStatus if status not in TERMINAL]
 
 
+NEAR_EXPIRY = timedelta(hours=1)  # as the DurableApprovalNearExpiry alert (deploy/prometheus/durable-alerts.yml)
+
+
+@dataclass(frozen=True)
+class Alerting:
+    """What the Prometheus alerts watch, as the console shows it.
+
+    The counters are the ones /metrics serves, summed over this machine's processes since
+    their directory was last cleared; stuck approvals are read from the database now.
+    """
+
+    unknown_operations: int  # operations marked UNKNOWN
+    retries_exhausted: int
+    version_mismatches: int  # runs the replay contract blocked
+    stuck_approvals: int  # pending longer than DURABLE_STUCK_APPROVAL_HOURS, or expiring within NEAR_EXPIRY
+
+
+COUNTED = {"unknown_operations": "side_effect_unknown_total", "retries_exhausted": "retry_exhausted_total",
+           "version_mismatches": "workflow_version_mismatch_total"}
+
+
+def alerting() -> Alerting:
+    counted = metrics.totals(COUNTED.values())
+    now = timezone.now()
+    stuck = stuck_count(older_than=now - timedelta(hours=settings.DURABLE_STUCK_APPROVAL_HOURS),
+                        expiring_before=now + NEAR_EXPIRY)
+    return Alerting(**{field: int(counted[sample]) for field, sample in COUNTED.items()}, stuck_approvals=stuck)
+
+
 @dataclass(frozen=True)
 class Overview:
     in_flight: list[tuple[str, int]]  # every unfinished status, in the state machine's order, zeros included
@@ -32,6 +63,7 @@ class Overview:
     unknown_operations: int
     blocked: list[Run]  # the newest runs blocked on their version
     failures: list[Run]  # the newest failed runs
+    alerting: Alerting
 
     @property
     def blocked_total(self) -> int:
@@ -53,6 +85,7 @@ def overview() -> Overview:
         unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
         blocked=_newest(RunStatus.BLOCKED_VERSION, BLOCKED_SHOWN) if counts.get(RunStatus.BLOCKED_VERSION) else [],
         failures=_newest(RunStatus.FAILED, FAILURES_SHOWN),
+        alerting=alerting(),
     )
 
 

@@ -10,6 +10,7 @@ from http import HTTPStatus
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
@@ -48,7 +49,8 @@ RECONCILIATION = "/reconciliation/"
 def overview(request: HttpRequest) -> HttpResponse:
     found = selectors.overview()
     # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
-    context = {"overview": found, "pending_approvals": found.pending_approvals, "reconciliation_url": RECONCILIATION}
+    context = {"overview": found, "pending_approvals": found.pending_approvals, "reconciliation_url": RECONCILIATION,
+               "stuck_hours": settings.DURABLE_STUCK_APPROVAL_HOURS}
     return fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context)
 
 

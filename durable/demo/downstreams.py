@@ -7,16 +7,20 @@ import httpx
 from django.conf import settings
 
 from durable.downstream import Outcome, register_downstream
-from durable.engine.errors import NonRetryableError
+from durable.engine.errors import Classification, NonRetryableError, classify
 from durable.engine.ledger import Capabilities
 
 
+# httpx never retries requests by itself, and its transport retries only failed connects; 0
+# makes "durable's retry policy is the only one" explicit, and the adapters declare the same.
+CLIENT_RETRIES = 0
+
+
 def _client() -> httpx.Client:
-    # httpx never retries requests by itself; a transport with retries=0 makes that explicit.
     return httpx.Client(
         base_url=settings.DURABLE_SANDBOX_URL,
         timeout=settings.DURABLE_HTTP_TIMEOUT_SECONDS,
-        transport=httpx.HTTPTransport(retries=0),
+        transport=httpx.HTTPTransport(retries=CLIENT_RETRIES),
     )
 
 
@@ -39,7 +43,17 @@ def _post(path: str, operation_id: str, body: dict[str, Any]) -> dict[str, Any]:
     return response.json()
 
 
-class PaymentsAdapter:
+class SandboxAdapter:
+    """What the sandbox adapters share: the client above, and errors classified by HTTP status."""
+
+    client_retries = CLIENT_RETRIES
+
+    def classify(self, exc: BaseException) -> Classification:
+        # The sandboxes answer with plain HTTP statuses: 429/5xx and timeouts retryable, other 4xx not.
+        return classify(exc)
+
+
+class PaymentsAdapter(SandboxAdapter):
     """Refunds. Honours Idempotency-Key: re-sending the same key never refunds twice."""
 
     name = "payments"
@@ -53,7 +67,7 @@ class PaymentsAdapter:
         raise NotImplementedError("payments cannot be looked up; it honours idempotency keys instead")
 
 
-class TicketsAdapter:
+class TicketsAdapter(SandboxAdapter):
     """Support tickets. Ignores keys, but tickets can be listed by business key."""
 
     name = "tickets"
@@ -79,11 +93,11 @@ class TicketsAdapter:
         return {**payload, "business_key": business_key, "subject": f"{payload['subject']} {self._marker(operation_id)}"}
 
 
-class NotificationsAdapter:
+class NotificationsAdapter(SandboxAdapter):
     """Customer notifications. Neither honours keys nor can be looked up: crashes here become UNKNOWN."""
 
     name = "notifications"
-    capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False)
+    capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False, unknown_on_crash=True)
 
     def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
         notification = _post("/notifications", operation_id, {**payload, "business_key": business_key})

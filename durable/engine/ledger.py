@@ -36,10 +36,21 @@ def can_move(current: OperationStatus | str, target: OperationStatus | str) -> b
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a downstream promises: it honours Idempotency-Keys; its records can be looked up."""
+    """What a downstream promises: it honours Idempotency-Keys; its records can be looked up.
+
+    A downstream that can do neither declares `unknown_on_crash=True`: a crash after its
+    request may have gone out leaves the operation UNKNOWN, and an operator settles it. The
+    ledger does that either way; the declaration says the team knows and staffs for it.
+    """
 
     honours_idempotency_keys: bool = False
     can_lookup: bool = False
+    unknown_on_crash: bool = False
+
+    @property
+    def settles_crashes(self) -> bool:
+        """Is it said what happens to an operation whose worker crashed mid-call?"""
+        return self.honours_idempotency_keys or self.can_lookup or self.unknown_on_crash
 
 
 class Reentry(StrEnum):

@@ -21,6 +21,7 @@ class ReplayCursor:
         self.step = step
         self._recorded = {call.call_index: call for call in recorded}
         self._next_index = 0
+        self.reused = 0  # recorded results handed out so far: a step that reused any is a replay
 
     def next_call(self, name: str) -> tuple[int, RecordedCall | None]:
         """Return this call's index and its recorded result, if history has one."""
@@ -32,6 +33,8 @@ class ReplayCursor:
                 f"step {self.step!r} call #{index} is {name!r} but history recorded {recorded.name!r}; "
                 "the step's code changed its call order since this run recorded it"
             )
+        if recorded is not None:
+            self.reused += 1
         return index, recorded
 
     @property

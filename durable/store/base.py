@@ -25,6 +25,8 @@ class Lease:
     token: int
     seq: int  # the newest checkpoint's seq; the next one is seq + 1
     seconds: float
+    resuming: bool = False  # the run ran before: claimed before, or past its first checkpoint
+    waited_seconds: float | None = None  # from when the run became due again to this claim
 
     def expiry(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.seconds)
@@ -38,16 +40,33 @@ class ResumePoint:
     state_schema_version: int
 
 
+def _due_since(before: dict[str, Any]) -> datetime:
+    """When the run became runnable: its retry time, its dead worker's lease expiry, or else
+    the write that made it PENDING (a time slice's end, an approval, a resolution, an operator)."""
+    if before["status"] == RunStatus.WAITING_RETRY and before["next_attempt_at"] is not None:
+        return before["next_attempt_at"]
+    if before["status"] == RunStatus.RUNNING and before["lease_expires_at"] is not None:
+        return before["lease_expires_at"]
+    return before["updated_at"]
+
+
 class RunStore:
     # Claiming and reading.
 
     def claim(self, run_id: UUID | str, owner: str, lease_seconds: float) -> tuple[Lease, Run] | None:
         """Take the run's lease if it is free (or expired) and the run is due; bump the token."""
+        before = (Run.objects.filter(id=run_id)
+                  .values("status", "fencing_token", "checkpoint_seq", "next_attempt_at", "lease_expires_at",
+                          "updated_at").first())
+        if before is None:
+            return None
         now = timezone.now()
         free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
         due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+        # The token read above is part of the condition, so `before` is the state this claim took over.
         updated = (
-            Run.objects.filter(free & due, id=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY])
+            Run.objects.filter(free & due, id=run_id, fencing_token=before["fencing_token"],
+                               status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY])
             .update(
                 status=RunStatus.RUNNING,
                 lease_owner=owner,
@@ -62,7 +81,9 @@ class RunStore:
         run = Run.objects.get(id=run_id)
         if run.lease_owner != owner:  # claimed again by someone else in between
             return None
-        return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds), run
+        resuming = before["fencing_token"] > 0 or before["checkpoint_seq"] > 0
+        waited = (now - _due_since(before)).total_seconds() if resuming else None
+        return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds, resuming, waited), run
 
     def resume_point(self, lease: Lease) -> ResumePoint:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)

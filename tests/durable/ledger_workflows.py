@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from durable import RetryPolicy, Workflow, register, side_effects
 from durable.downstream import Outcome, get_downstream, register_downstream
+from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
 from durable.models import Run
 
@@ -23,6 +24,10 @@ class ProbeDownstream:
 
     name = "probe"
     capabilities = Capabilities(honours_idempotency_keys=True, can_lookup=False)
+    client_retries = 0  # no client at all: the test scripts every answer
+
+    def classify(self, exc: BaseException) -> Classification:
+        return classify(exc)
 
     def __init__(self) -> None:
         self.reset()

@@ -5,13 +5,13 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from approvals.models import ApprovalDecision, ApprovalRequest
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
 from durable.services import audit
 from tests.durable.claims import advance, start_claim
 
 pytestmark = pytest.mark.django_db
 
-MODELS = [Run, Checkpoint, JournalEntry, SideEffect, OperatorAction, ApprovalRequest, ApprovalDecision]
+MODELS = [Run, Checkpoint, JournalEntry, SideEffect, OperatorAction, DrillRecord, ApprovalRequest, ApprovalDecision]
 
 
 @pytest.fixture

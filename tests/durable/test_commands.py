@@ -25,8 +25,9 @@ def free_port() -> int:
 
 def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_approvals(tmp_path):
     port, sandbox_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
-    env["DURABLE_VAR_DIR"] = str(tmp_path / "var")  # the embedded default: SQLite + filesystem broker
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "PROMETHEUS_MULTIPROC_DIR"}}
+    env["DURABLE_VAR_DIR"] = str(tmp_path / "var")  # the embedded default: SQLite + filesystem broker, its metrics
     out = tmp_path / "demo.out"
     demo = subprocess.Popen(
         [sys.executable, "manage.py", "durable_up", "--port", str(port), "--sandbox-port", str(sandbox_port)],
@@ -129,3 +130,18 @@ def test_console_benchmark_times_each_page_against_its_budget_on_postgres(capsys
     assert re.search(r"approvals inbox\s+20\s", report)  # every seeded request is listed
     from durable.models import Run
     assert not Run.objects.filter(workflow_name__startswith="bench-console-").exists()  # cleaned up
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retention_benchmark_prunes_what_it_seeded_on_postgres(capsys):
+    from django.core.management.base import CommandError
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(CommandError, match="needs Postgres"):
+            call_command("durable_retention_bench", runs=10)
+        return
+    call_command("durable_retention_bench", runs=500, batch=200)
+    report = capsys.readouterr().out
+    assert "pruned 500 finished run(s): 1000 checkpoint(s) and 1500 journal entries deleted" in report
+    assert "left 500 checkpoints (one per run) and 0 journal entries" in report

@@ -14,6 +14,9 @@ from durable.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResul
                            format_matrix, judge, run_drill)
 from durable.engine.ledger import Capabilities
 from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
+from durable.models import DrillRecord
+from durable.registry import registry
+from tests.durable.metered import counting
 
 KEYS = Capabilities(honours_idempotency_keys=True)
 LOOKUP = Capabilities(can_lookup=True)
@@ -99,8 +102,16 @@ def ci_drills(config: DrillConfig) -> list[DrillConfig]:
 @pytest.mark.django_db(transaction=True)
 def test_a_small_drill_crashes_every_cell_and_nothing_takes_effect_twice(worker_log_dir):
     small = DrillConfig(runs_per_cell=1, workers=2, timeout=90, log_dir=worker_log_dir)
-    results = [run_drill(config) for config in ci_drills(small)]
+    with counting("side_effect_unknown_total", action="notify") as unknown_notifications, \
+            counting("reconciliation_total", action="refund", outcome="retry_same_key") as refunds_resent, \
+            counting("reconciliation_total", action="ticket", outcome="found") as tickets_found:
+        results = [run_drill(config) for config in ci_drills(small)]
     cells = {(cell.cell.point, cell.cell.action): cell for result in results for cell in result.cells}
+    # The counters, added up over the drill's worker processes, say what the matrix says.
+    runs_at = lambda action, *points: sum(c.counts.runs for (p, a), c in cells.items() if a == action and p in points)
+    assert unknown_notifications.by == sum(c.counts.ended_unknown for (_, a), c in cells.items() if a == "notify")
+    assert refunds_resent.by == runs_at("refund", AFTER_STARTED, AFTER_DOWNSTREAM)
+    assert tickets_found.by == runs_at("ticket", AFTER_DOWNSTREAM)
     assert all(cell.ok for cell in cells.values()), "\n".join(format_matrix(r) for r in results)
     assert all(cell.counts.crashes == cell.counts.runs >= 1 for cell in cells.values())
     assert all((cell.counts.duplicates, cell.counts.lost) == (0, 0) for cell in cells.values())
@@ -112,3 +123,25 @@ def test_a_small_drill_crashes_every_cell_and_nothing_takes_effect_twice(worker_
         counts = cells[(AFTER_DOWNSTREAM, action)].counts
         assert cells[(AFTER_DOWNSTREAM, action)].downstream == downstream
         assert (counts.completed, counts.unknown, counts.max_effects) == (counts.runs, 0, 1)
+
+
+@pytest.mark.django_db
+def test_a_drill_records_the_workflow_version_it_ran_against(monkeypatch):
+    verdicts = {AFTER_PREPARE: (), AFTER_COMMIT: ("1 run(s) lost",)}
+    monkeypatch.setattr(drill, "run_cell", lambda config, cell, number: CellResult(
+        cell, "payments", CLEAN, verdicts[cell.point], (), 0.1))
+    run_drill(DrillConfig(points=(AFTER_PREPARE,), actions=("refund", "ticket")))
+    run_drill(DrillConfig(points=(AFTER_PREPARE, AFTER_COMMIT), actions=("refund",)))
+    failed, passed = DrillRecord.objects.all()  # newest first
+    v1 = registry.get("claims-agent", 1)
+    assert (passed.workflow_name, passed.workflow_version, passed.topology_fingerprint) == ("claims-agent", 1,
+                                                                                          v1.fingerprint)
+    assert (passed.passed, passed.runs, passed.points, passed.actions) == (True, 10, ["after_prepare"],
+                                                                          ["refund", "ticket"])
+    assert passed.started_at <= passed.finished_at and passed.database and passed.broker
+    assert (failed.passed, failed.violations) == (False, ["after_commit-refund: 1 run(s) lost"])
+
+
+def test_the_drill_refuses_a_version_that_waits_for_a_human():
+    with pytest.raises(ValueError, match=r"claims-agent v2 waits for a human at step\(s\) approval"):
+        drill.validate(DrillConfig(version=2))

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from durable import services
+from durable import metrics, services
 from durable.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME, ensure_demo_people
 from durable.processes import WorkerProcess
 
@@ -28,6 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, host: str, port: int, sandbox_port: int, no_example_run: bool, **_: Any) -> None:
         call_command("migrate", verbosity=0, interactive=False)
+        metrics.clear_directory()  # every process that counts into it starts below: begin at zero
         people = ensure_demo_people()
         settings.DURABLE_SANDBOX_URL = f"http://127.0.0.1:{sandbox_port}"
         logs = settings.VAR_DIR / "logs"

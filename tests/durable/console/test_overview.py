@@ -124,3 +124,38 @@ def test_the_overview_is_first_in_the_navigation_and_where_login_lands(viewer):
     assert f'<a class="brand" href="{overview_url()}">durable</a>' in html
     assert re.search(rf'<nav>\s*<a href="{overview_url()}">Overview</a>\s*<a href="{runs_url()}">Runs</a>', html)
     assert reverse(settings.LOGIN_REDIRECT_URL) == overview_url()
+
+
+def test_the_overview_shows_what_the_alerts_watch_and_links_to_the_metrics(demo, viewer):
+    from approvals.models import ApprovalRequest
+    from durable import metrics
+    from durable.console.selectors import COUNTED
+
+    before = metrics.totals(COUNTED.values())
+    metrics.operation_unknown("notify")
+    metrics.retries_exhausted("claims-agent", 2)
+    metrics.retries_exhausted("claims-agent", 2)
+    metrics.run_blocked("claims-agent", 1, "version_missing")
+    _, old = waiting_claim("ORD-1001")
+    waiting_claim("ORD-1003")  # asked a moment ago: not stuck
+    ApprovalRequest.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(hours=25))
+    response = viewer.get(overview_url())
+    alerting = response.context["overview"].alerting
+    assert (alerting.unknown_operations, alerting.retries_exhausted, alerting.version_mismatches) == (
+        before["side_effect_unknown_total"] + 1, before["retry_exhausted_total"] + 2,
+        before["workflow_version_mismatch_total"] + 1)
+    assert alerting.stuck_approvals == 1
+    html = response.content.decode()
+    assert f'<dd class="retries-exhausted">{alerting.retries_exhausted}</dd>' in html
+    assert '<dd class="stuck-approvals">1</dd>' in html  # the viewer may not open the inbox: no link
+    assert f'<a href="{reverse("metrics")}" class="metrics-link">Prometheus metrics</a>' in html
+
+
+def test_an_approval_about_to_expire_is_stuck(demo):
+    from approvals.models import ApprovalRequest
+    from durable.console.selectors import alerting
+
+    _, request = waiting_claim()
+    assert alerting().stuck_approvals == 0
+    ApprovalRequest.objects.filter(id=request.id).update(expires_at=timezone.now() + timedelta(minutes=30))
+    assert alerting().stuck_approvals == 1

@@ -1,0 +1,108 @@
+"""GET /metrics: every process's counters from the shared directory, plus gauges read from the database now.
+
+Prometheus scrapes without a session, so a deployment sets DURABLE_METRICS_TOKEN and gives
+the scraper `Authorization: Bearer <token>`. A logged-in user with durable.view_run may
+read the page too (the console links to it); anyone else gets 401 (no credentials) or 403.
+"""
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import F, Min
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_safe
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from approvals.selectors import pending_summary
+from durable import metrics
+from durable.engine.ledger import OperationStatus
+from durable.engine.states import RunStatus
+from durable.models import Checkpoint, SideEffect
+
+# Runs that wait for something other than a free worker: their newest checkpoint's age says how long.
+WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION,
+           RunStatus.BLOCKED_VERSION)
+
+
+def _age(now: datetime, then: datetime | None) -> float:
+    return max((now - then).total_seconds(), 0.0) if then is not None else 0.0
+
+
+class DatabaseGauges(Collector):
+    """What is true now, read at scrape time: one aggregate query per family, none per run."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = timezone.now()
+        yield checkpoint_ages(now)
+        yield from approval_gauges(now)
+        unknown = GaugeMetricFamily("side_effect_unknown_operations",
+                                    "Operations UNKNOWN now, waiting for an operator's resolution")
+        unknown.add_metric([], SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count())
+        yield unknown
+
+
+def checkpoint_ages(now: datetime) -> GaugeMetricFamily:
+    """Per waiting status, the age of the oldest among those runs' newest checkpoints (0 when none waits)."""
+    family = GaugeMetricFamily("checkpoint_age_seconds", "Seconds since the newest checkpoint of the "
+                               "longest-waiting run in each waiting status", labels=["status"])
+    # A run's newest checkpoint is the one at its checkpoint_seq: a join on the (run, seq) key.
+    newest = (Checkpoint.objects.filter(run__status__in=WAITING, seq=F("run__checkpoint_seq"))
+              .order_by().values_list("run__status").annotate(oldest=Min("created_at")))
+    oldest = dict(newest)
+    for status in WAITING:
+        family.add_metric([status.value], _age(now, oldest.get(status.value)))
+    return family
+
+
+def approval_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
+    summary = pending_summary()
+    pending = GaugeMetricFamily("approval_pending", "Approval requests waiting for a human decision")
+    pending.add_metric([], summary.count)
+    yield pending
+    oldest = GaugeMetricFamily("approval_oldest_pending_age_seconds",
+                               "Seconds the oldest pending approval request has waited (0 when none waits)")
+    oldest.add_metric([], _age(now, summary.oldest_created_at))
+    yield oldest
+    if summary.soonest_expiry is not None:  # absent, not 0, when nothing can expire: 0 would look urgent
+        expiry = GaugeMetricFamily("approval_next_expiry_seconds",
+                                   "Seconds until the soonest pending approval request expires")
+        expiry.add_metric([], (summary.soonest_expiry - now).total_seconds())
+        yield expiry
+
+
+def _refusal(request: HttpRequest) -> HttpResponse | None:
+    """None when the caller may read the metrics; otherwise the answer that says why not."""
+    token = settings.DURABLE_METRICS_TOKEN
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if token and scheme.lower() == "bearer":
+        if hmac.compare_digest(presented.strip().encode(), token.encode()):
+            return None
+        return HttpResponse("wrong metrics token\n", status=403, content_type="text/plain")
+    if request.user.is_authenticated:
+        if request.user.has_perm("durable.view_run"):
+            return None
+        return HttpResponse("reading metrics needs the durable.view_run permission\n", status=403,
+                            content_type="text/plain")
+    refused = HttpResponse("log in, or send Authorization: Bearer <DURABLE_METRICS_TOKEN>\n", status=401,
+                           content_type="text/plain")
+    refused["WWW-Authenticate"] = 'Bearer realm="durable metrics"'
+    return refused
+
+
+@require_safe
+def metrics_page(request: HttpRequest) -> HttpResponse:
+    refusal = _refusal(request)
+    if refusal is not None:
+        return refusal
+    metrics.declare_known_series()
+    registry = metrics.shared_registry()
+    registry.register(DatabaseGauges())
+    # The text format Prometheus asks for in its Accept header (OpenMetrics, or the classic 0.0.4).
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encode(registry), content_type=content_type)

@@ -1,0 +1,324 @@
+"""The launch checks (`manage.py check --tag durable`): each one made to fire, and kept quiet.
+
+The crafted workflows and adapters here are never registered: the checks' inner functions
+take what they inspect as an argument. Their steps are never run, only read.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import random
+import time
+import uuid
+from datetime import datetime, timedelta
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core import checks as django_checks
+from django.core.management import call_command
+from django.utils import timezone
+from pydantic import BaseModel
+
+from durable import checks, downstream
+from durable.checks import (check_approvals, check_client_retries, check_crash_settlement, check_declared_versions,
+                            check_drills, check_error_classification, check_side_effect_keys)
+from durable.demo import downstreams as demo_downstreams
+from durable.demo.claims_agent import claims_agent, claims_agent_v2
+from durable.demo.refund_checks import revalidate_refund
+from durable.engine.errors import Classification, classify
+from durable.engine.ledger import Capabilities
+from durable.faults import FAULT_POINTS
+from durable.models import DrillRecord
+from durable.registry import registry
+from durable.workflow import Workflow
+
+payments = demo_downstreams.payments
+DEMO_WORKFLOWS = [claims_agent, claims_agent_v2]
+DEMO_DOWNSTREAMS = [demo_downstreams.payments, demo_downstreams.tickets, demo_downstreams.notifications]
+RELEASES = {"tool_catalog_version": "tools-1", "prompt_release": "prompts-1", "model_policy_version": "policy-1"}
+
+
+class State(BaseModel):
+    order_id: str = "ORD-1"
+    refund: dict[str, Any] | None = None
+    approval: dict[str, Any] | None = None
+
+
+def workflow(*steps: Any, side_effects: tuple[str, ...] = ("refund",), version: int = 1, **options: Any) -> Workflow:
+    wf = Workflow(name="crafted", version=version, state=State, input=State, **{**RELEASES, **options})
+    for fn in steps:
+        wf.step(fn, side_effects=side_effects)
+    return wf
+
+
+def ids(messages: list[django_checks.CheckMessage]) -> list[str]:
+    return [m.id for m in messages]
+
+
+# -- steps, as agent developers might write them ----------------------------
+
+
+def keyed_by_order(ctx: Any, state: State) -> State:
+    state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=payments, payload={})
+    return state
+
+
+def keyed_by_recorded_uuid(ctx: Any, state: State) -> State:
+    key = ctx.activity("new_key", lambda: str(uuid.uuid4()))  # recorded: the same value on every replay
+    state.refund = ctx.side_effect("refund", business_key=key, downstream=payments, payload={})
+    return state
+
+
+def keyed_by_uuid(ctx: Any, state: State) -> State:
+    state.refund = ctx.side_effect("refund", business_key=str(uuid.uuid4()), downstream=payments, payload={})
+    return state
+
+
+def keyed_by_clock_through_a_name(ctx: Any, state: State) -> State:
+    stamp = f"{state.order_id}-{time.time()}"
+    key = stamp.lower()
+    state.refund = ctx.side_effect("refund", business_key=key, downstream=payments, payload={})
+    return state
+
+
+def keyed_by_now_and_dice(ctx: Any, state: State) -> State:
+    key = f"{timezone.now():%Y%m%d}-{datetime.now():%H}-{random.randint(1, 6)}"
+    state.refund = ctx.side_effect("refund", business_key=key, downstream=payments, payload={})
+    return state
+
+
+def without_key(ctx: Any, state: State) -> State:
+    options: dict[str, Any] = {"downstream": payments, "payload": {}}
+    state.refund = ctx.side_effect("refund", **options)
+    return state
+
+
+def asks_properly(ctx: Any, state: State) -> State:
+    state.approval = ctx.request_approval("refund", snapshot={}, approve={}, revalidate=revalidate_refund,
+                                          expires_in=timedelta(days=3))
+    return state
+
+
+def asks_without_expiry(ctx: Any, state: State) -> State:
+    options: dict[str, Any] = {"expires_in": timedelta(days=3)}
+    state.approval = ctx.request_approval("refund", snapshot={}, approve={}, revalidate=revalidate_refund, **options)
+    return state
+
+
+def asks_without_revalidation(ctx: Any, state: State) -> State:
+    state.approval = ctx.request_approval("refund", snapshot={}, approve={}, revalidate=None,
+                                          expires_in=timedelta(days=3))
+    return state
+
+
+# -- durable.E002 / E003 / E004 / W005: side effects and their business keys ---------
+
+
+def test_the_shipped_demo_keys_every_side_effect_by_its_order():
+    assert check_side_effect_keys(DEMO_WORKFLOWS) == []
+
+
+@pytest.mark.parametrize("step", [keyed_by_order, keyed_by_recorded_uuid])
+def test_a_key_from_the_state_or_a_recorded_activity_is_stable(step):
+    assert check_side_effect_keys([workflow(step)]) == []
+
+
+@pytest.mark.parametrize("step, culprits", [
+    (keyed_by_uuid, "uuid.uuid4"),
+    (keyed_by_clock_through_a_name, "time.time"),
+    (keyed_by_now_and_dice, "datetime.now, random.randint, timezone.now"),
+])
+def test_a_random_or_time_based_business_key_is_an_error(step, culprits):
+    [error] = check_side_effect_keys([workflow(step)])
+    assert error.id == "durable.E003" and error.level == django_checks.ERROR
+    assert f"built with {culprits}()" in error.msg
+    assert error.obj == f"crafted v1 step {step.__name__!r}"
+    line = next(n for n, text in enumerate(inspect.getsource(step).splitlines()) if "ctx.side_effect" in text)
+    assert f"tests/durable/test_checks.py:{step.__code__.co_firstlineno + line}" in error.msg
+    assert "ctx.activity" in error.hint
+
+
+def test_a_side_effect_without_a_business_key_by_name_is_an_error():
+    [error] = check_side_effect_keys([workflow(without_key)])
+    assert error.id == "durable.E002" and "passes no business_key by name" in error.msg and "**kwargs" in error.msg
+
+
+def test_a_side_effect_the_step_does_not_declare_is_an_error():
+    [error] = check_side_effect_keys([workflow(keyed_by_order, side_effects=("charge",))])
+    assert error.id == "durable.E004" and "declares only 'charge'" in error.msg
+    assert "side_effects=[...]" in error.hint
+
+
+def test_a_step_whose_source_cannot_be_read_is_a_warning():
+    wf = workflow()
+    wf.step(functools.partial(keyed_by_order), name="partial")
+    assert ids(check_side_effect_keys([wf])) == ids(check_approvals([wf])) == ["durable.W005"]
+    assert "could not be checked" in check_side_effect_keys([wf])[0].msg
+
+
+# -- durable.E006: approvals declare revalidation and expiry -------------------------
+
+
+def test_the_shipped_demo_approval_declares_revalidation_and_expiry():
+    assert check_approvals(DEMO_WORKFLOWS) == []
+    assert check_approvals([workflow(asks_properly)]) == []
+
+
+@pytest.mark.parametrize("step, missing", [(asks_without_expiry, "expires_in"),
+                                           (asks_without_revalidation, "revalidate")])
+def test_an_approval_without_revalidation_or_expiry_is_an_error(step, missing):
+    [error] = check_approvals([workflow(step)])
+    assert error.id == "durable.E006" and f"does not declare {missing}:" in error.msg
+
+
+# -- durable.E007 / E008 / W009: what downstream adapters declare --------------------
+
+
+class Adapter:
+    """A downstream adapter declaring whatever a test gives it."""
+
+    def __init__(self, capabilities: Capabilities = Capabilities(honours_idempotency_keys=True), **declared: Any):
+        self.name = "crafted"
+        self.capabilities = capabilities
+        for attribute, value in declared.items():
+            setattr(self, attribute, value)
+
+
+def test_the_shipped_demo_downstreams_declare_everything():
+    assert check_crash_settlement(DEMO_DOWNSTREAMS) == []
+    assert check_client_retries(DEMO_DOWNSTREAMS) == []
+    assert check_error_classification(DEMO_DOWNSTREAMS) == []
+    assert demo_downstreams.notifications.capabilities.unknown_on_crash
+
+
+@pytest.mark.parametrize("capabilities", [Capabilities(honours_idempotency_keys=True), Capabilities(can_lookup=True),
+                                          Capabilities(unknown_on_crash=True)])
+def test_keys_a_lookup_or_declared_unknown_settle_a_crash(capabilities):
+    assert check_crash_settlement([Adapter(capabilities)]) == []
+
+
+def test_a_downstream_that_says_nothing_about_crashes_is_an_error():
+    [error] = check_crash_settlement([Adapter(Capabilities())])
+    assert (error.id, error.obj) == ("durable.E007", "downstream 'crafted'") and "unknown_on_crash=True" in error.hint
+
+
+@pytest.mark.parametrize("declared, problem", [({}, "does not declare client_retries"),
+                                               ({"client_retries": 3}, "declares client_retries=3"),
+                                               ({"client_retries": None}, "does not declare client_retries")])
+def test_a_downstream_whose_client_may_retry_on_its_own_is_an_error(declared, problem):
+    [error] = check_client_retries([Adapter(**declared)])
+    assert error.id == "durable.E008" and problem in error.msg and "retries=0" in error.hint
+
+
+def test_a_downstream_with_its_client_retries_off_is_quiet():
+    assert check_client_retries([Adapter(client_retries=0)]) == []
+
+
+def test_a_downstream_without_its_own_error_classification_is_a_warning():
+    [warning] = check_error_classification([Adapter()])
+    assert warning.id == "durable.W009" and warning.level == django_checks.WARNING
+
+
+def test_a_downstream_that_classifies_its_errors_is_quiet_and_its_classification_is_used():
+    declined = Classification(False, "business_rejection", "card declined", "x")
+    adapter = Adapter(classify=lambda exc: declined)
+    assert check_error_classification([adapter]) == []
+    assert downstream.classify_error(adapter, RuntimeError("402")) is declined
+    assert downstream.classify_error(Adapter(), TimeoutError()) == classify(TimeoutError())  # durable's rules
+
+
+# -- durable.W010: workflows declare their versions -----------------------------------
+
+
+def test_the_shipped_demo_declares_its_releases():
+    assert check_declared_versions(DEMO_WORKFLOWS) == []
+
+
+def test_a_workflow_without_its_releases_or_a_version_is_a_warning():
+    bare = Workflow(name="bare", version=0, state=State, input=State, prompt_release="p1")
+    [warning] = check_declared_versions([bare])
+    assert (warning.id, warning.obj) == ("durable.W010", "bare v0")
+    assert "does not declare tool_catalog_version, model_policy_version, version >= 1:" in warning.msg
+
+
+# -- durable.W011: the newest version has passed a fault drill ------------------------
+
+
+def drilled(wf: Workflow, **changes: Any) -> DrillRecord:
+    now = timezone.now()
+    fields = {"workflow_name": wf.name, "workflow_version": wf.version, "topology_fingerprint": wf.fingerprint,
+              "points": list(FAULT_POINTS), "actions": ["refund"], "runs": 12, "violations": [], "passed": True,
+              "started_at": now - timedelta(minutes=5), "finished_at": now, **changes}
+    return DrillRecord.objects.create(**fields)
+
+
+@pytest.mark.django_db
+def test_a_newest_version_never_drilled_is_a_warning_naming_the_command():
+    v1, v2 = workflow(keyed_by_order), workflow(keyed_by_order, version=2)
+    drilled(v1)
+    [warning] = check_drills([v1, v2])
+    assert (warning.id, warning.obj) == ("durable.W011", "crafted v2")
+    assert "(it was never drilled)" in warning.msg
+    assert "durable_drill --workflow crafted --workflow-version 2 --actions refund" in warning.hint
+
+
+@pytest.mark.django_db
+def test_a_passing_full_drill_of_the_current_steps_keeps_it_quiet():
+    wf = workflow(keyed_by_order)
+    drilled(wf)
+    assert check_drills([wf]) == []
+    assert check_drills([workflow(asks_properly, side_effects=())]) == []  # nothing to duplicate: no drill needed
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("changes, note", [
+    ({"passed": False, "violations": ["after_commit-refund: 1 run(s) lost"]}, "failed: after_commit-refund"),
+    ({"topology_fingerprint": "0" * 64}, "ran on other steps"),
+    ({"points": ["after_prepare"]}, "armed only after_prepare in refund"),
+])
+def test_a_failed_outdated_or_partial_drill_does_not_count(changes, note):
+    wf = workflow(keyed_by_order)
+    drilled(wf, **changes)
+    [warning] = check_drills([wf])
+    assert warning.id == "durable.W011" and note in warning.msg
+
+
+@pytest.mark.django_db
+def test_a_version_that_waits_for_a_human_is_told_the_drill_cannot_approve():
+    [warning] = check_drills([claims_agent_v2])
+    assert "cannot drill a version that waits for a human (step(s) approval)" in warning.hint
+
+
+# -- registered: `check --tag durable`, `check --deploy` -------------------------------
+
+
+@pytest.fixture
+def shipped(monkeypatch):
+    """Only what the product ships is registered (the test process registers test workflows too)."""
+    monkeypatch.setattr(registry, "_by_key", {(wf.name, wf.version): wf for wf in DEMO_WORKFLOWS})
+    monkeypatch.setattr(downstream, "_downstreams", {d.name: d for d in DEMO_DOWNSTREAMS})
+
+
+def durable_messages(*args: str) -> str:
+    err = StringIO()
+    call_command("check", *args, stdout=StringIO(), stderr=err)
+    return err.getvalue()
+
+
+@pytest.mark.django_db
+def test_check_tag_durable_on_the_shipped_demo_reports_only_its_undrilled_approval_version(shipped):
+    out = durable_messages("--tag", "durable", "--database", "default")
+    assert "durable.W011" in out and "claims-agent v2" in out
+    assert "durable.E" not in out and out.count("(durable.") == 1
+    assert durable_messages("--tag", "durable") == ""  # without a database, nothing is read from it
+
+
+@pytest.mark.django_db
+def test_check_deploy_runs_the_launch_checks_too(shipped, monkeypatch):
+    monkeypatch.setitem(downstream._downstreams, "crafted", Adapter(Capabilities(), client_retries=0,
+                                                                     classify=classify))
+    messages = django_checks.run_checks(include_deployment_checks=True, databases=["default"])
+    assert {"durable.E007", "durable.W011"} <= set(ids(messages))
+    assert {"durable.E007", "durable.W011"} <= set(ids(django_checks.run_checks(tags=[checks.DURABLE],
+                                                                                databases=["default"])))
