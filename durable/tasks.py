@@ -1,4 +1,4 @@
-"""Celery tasks: advance a run, sweep for runs that must be picked up again."""
+"""Celery tasks: advance a run, sweep for runs that must be picked up again, prune finished ones."""
 from __future__ import annotations
 
 from celery import shared_task
@@ -18,3 +18,15 @@ def advance_run(run_id: str) -> None:
 @shared_task(name="durable.sweep", ignore_result=True)
 def sweep() -> int:
     return sweeper.sweep_all().enqueued
+
+
+@shared_task(name="durable.prune", ignore_result=True)
+def prune() -> int:
+    """Beat's daily retention pass, when DURABLE_RETENTION_DAYS is set."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from durable.retention import prune as prune_finished
+
+    return prune_finished(timedelta(days=settings.DURABLE_RETENTION_DAYS)).runs
