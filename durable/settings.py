@@ -121,6 +121,25 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "durable:overview"
 LOGOUT_REDIRECT_URL = "login"
 
+# Production is served over HTTPS (TLS ends at the proxy; DURABLE_BEHIND_TLS_PROXY=true trusts its
+# X-Forwarded-Proto): secure cookies and HSTS. The demo on http://127.0.0.1 keeps plain cookies.
+DURABLE_HTTPS = env_bool("DURABLE_HTTPS", not DEBUG and bool(os.environ.get("DATABASE_URL")))
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = DURABLE_HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("DURABLE_HSTS_SECONDS", "31536000")) if DURABLE_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = DURABLE_HTTPS
+SECURE_SSL_REDIRECT = env_bool("DURABLE_SSL_REDIRECT", False)
+if env_bool("DURABLE_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Throttles count in the cache: give several web processes one shared cache (CACHE_URL=redis://...).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
+          if os.environ.get("CACHE_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+DURABLE_LOGIN_ATTEMPTS = int(os.environ.get("DURABLE_LOGIN_ATTEMPTS", "5"))
+DURABLE_LOGIN_WINDOW_SECONDS = int(os.environ.get("DURABLE_LOGIN_WINDOW_SECONDS", "900"))
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an anonymous API call gets 401 with WWW-Authenticate, not a bare 403.
@@ -128,6 +147,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle",
+                                 "rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": os.environ.get("DURABLE_API_ANON_RATE", "60/min"),
+                               "user": os.environ.get("DURABLE_API_USER_RATE", "6000/min")},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {

@@ -4,6 +4,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from durable.console.login import ThrottledLoginView
+
 from durable.exposition import metrics_page
 
 urlpatterns = [
@@ -11,7 +13,7 @@ urlpatterns = [
     path("approvals/", include("approvals.urls")),
     path("reconciliation/", include("reconciliation.urls")),
     path("audit/", include("durable.console.audit_urls")),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("durable.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -134,6 +134,14 @@ def _drop_unconsumed_queue():
 
 
 @pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Login and API throttles count in the cache; each test starts with none spent."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
