@@ -151,7 +151,7 @@ REST_FRAMEWORK = {
                                  "rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"anon": os.environ.get("DURABLE_API_ANON_RATE", "60/min"),
                                "user": os.environ.get("DURABLE_API_USER_RATE", "6000/min")},
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "durable.api.schema.AutoSchema",  # documents the error answers too
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "durable API",

@@ -21,3 +21,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics_page, name="metrics"),  # where Prometheus looks by default
 ]
+
+handler404 = "durable.api.errors.not_found"  # JSON under /api/, the HTML page elsewhere

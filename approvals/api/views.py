@@ -23,6 +23,7 @@ from approvals.api.serializers import (
 from approvals.models import ApprovalRequest
 from approvals.selectors import filter_requests
 from durable.api.errors import service_errors
+from durable.api.permissions import needed_permission
 from durable.engine.approvals import Verdict, differences
 
 VIEW, DECIDE = "approvals.view_approvalrequest", services.DECIDE_PERMISSION
@@ -31,7 +32,7 @@ PERMISSIONS = {"list": VIEW, "retrieve": VIEW, "revalidation": VIEW, "approve": 
 
 class ApprovalPermission(BasePermission):
     def has_permission(self, request: Request, view: APIView) -> bool:
-        needed = PERMISSIONS.get(getattr(view, "action", None) or "")
+        needed = needed_permission(request, view, PERMISSIONS)
         return bool(request.user and request.user.is_authenticated and needed and request.user.has_perm(needed))
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 
@@ -36,3 +38,11 @@ def service_errors() -> Iterator[None]:
         raise PermissionDenied(str(exc)) from None
     except services.Unavailable as exc:
         raise UnavailableError(str(exc)) from None
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's handler404: under /api/ a URL that matches no route (e.g. an id that is not a UUID) is
+    answered in JSON like every other API error, not with the console's HTML page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+    return page_not_found(request, exception)

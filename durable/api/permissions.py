@@ -1,6 +1,7 @@
 """Who may do what through the API: Django permissions on the Run model."""
 from __future__ import annotations
 
+from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -17,11 +18,20 @@ ACTION_PERMISSIONS = {
 }
 
 
+def needed_permission(request: Request, view: APIView, permissions: dict[str, str]) -> str | None:
+    """The permission the view's action needs. A method the viewset does not route (DELETE on a run, say)
+    has no action: a logged-in client is told 405 with the Allow header, not a misleading 403."""
+    action = getattr(view, "action", None)
+    if action is None and request.user and request.user.is_authenticated:
+        raise MethodNotAllowed(request.method)
+    return permissions.get(action or "")
+
+
 class RunPermission(BasePermission):
     """Logged in, and holding the permission the action needs; unknown actions are refused."""
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         if not (request.user and request.user.is_authenticated):
             return False
-        needed = ACTION_PERMISSIONS.get(getattr(view, "action", None) or "")
+        needed = needed_permission(request, view, ACTION_PERMISSIONS)
         return needed is not None and request.user.has_perm(needed)

@@ -6,9 +6,31 @@ from rest_framework import serializers
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
+def has_nul(value: object) -> bool:
+    """Whether a JSON value holds a NUL character anywhere, in a key or a string: Postgres's jsonb and
+    text columns refuse it (a 500), where SQLite stores it."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_nul(item) for item in value)
+    return False
+
+
+class TextJSONField(serializers.JSONField):
+    """A JSONField whose strings the database can store: no NUL characters."""
+
+    def to_internal_value(self, data: object) -> object:
+        value = super().to_internal_value(data)
+        if has_nul(value):
+            raise serializers.ValidationError("must not contain NUL (\\u0000) characters")
+        return value
+
+
 class StartRunSerializer(serializers.Serializer):
     workflow = serializers.CharField(max_length=100)
-    input = serializers.JSONField()
+    input = TextJSONField()
     business_key = serializers.CharField(max_length=200)
     version = serializers.IntegerField(min_value=1, required=False,
                                        help_text="a registered version to start; the newest when left out")

@@ -75,6 +75,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         key = data.get("idempotency_key") or request.headers.get("Idempotency-Key")
         if key and len(key) > 200:  # the header is not checked by the serializer; the column holds 200
             raise ValidationError({"idempotency_key": ["Idempotency-Key must be at most 200 characters."]})
+        if key and "\x00" in key:  # nor can a text column hold a NUL on Postgres
+            raise ValidationError({"idempotency_key": ["Idempotency-Key must not contain NUL characters."]})
         with service_errors():
             run, created = services.start_run(
                 workflow=data["workflow"], input=data["input"], business_key=data["business_key"],

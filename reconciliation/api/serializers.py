@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from durable.api.serializers import SideEffectSerializer
+from durable.api.serializers import SideEffectSerializer, TextJSONField
 from durable.models import SideEffect
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
 
 
 class OperationSerializer(SideEffectSerializer):
     run = serializers.UUIDField(source="run_id", read_only=True)
-    resolved_by = serializers.CharField(source="resolved_by.username", read_only=True, default=None)
+    resolved_by = serializers.CharField(source="resolved_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta(SideEffectSerializer.Meta):
         model = SideEffect
@@ -21,7 +21,7 @@ class ResolveSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[SUCCEEDED, DID_NOT_HAPPEN])
     reason = serializers.CharField(max_length=4000, help_text="the evidence the resolution rests on")
     external_ref = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    result = serializers.JSONField(required=False, default=dict)
+    result = TextJSONField(required=False, default=dict)
     follow_up = serializers.ChoiceField(choices=[RETRY, FAIL], required=False, allow_blank=True, default="",
                                         help_text="with did_not_happen: send again with the same key, or fail the step")
 

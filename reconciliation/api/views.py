@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from durable.api.errors import service_errors
+from durable.api.permissions import needed_permission
 from durable.engine.ledger import OperationStatus
 from durable.models import SideEffect
 from reconciliation.api.serializers import OperationSerializer, ResolveSerializer
@@ -23,7 +24,7 @@ PERMISSIONS = {"list": "durable.view_sideeffect", "retrieve": "durable.view_side
 
 class OperationPermission(BasePermission):
     def has_permission(self, request: Request, view: APIView) -> bool:
-        needed = PERMISSIONS.get(getattr(view, "action", None) or "")
+        needed = needed_permission(request, view, PERMISSIONS)
         return bool(request.user and request.user.is_authenticated and needed and request.user.has_perm(needed))
 
 
@@ -45,6 +46,7 @@ class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
     serializer_class = OperationSerializer
     pagination_class = OldestFirst
     queryset = SideEffect.objects.select_related("resolved_by")
+    lookup_value_regex = r"[^/.\x00]+"  # an id with a NUL (%00) is a 404 here, not a 500 from Postgres
 
     def get_queryset(self) -> Any:
         queryset = super().get_queryset()
