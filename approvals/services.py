@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -191,9 +192,8 @@ def expire_due(limit: int = 500) -> list[UUID]:
             moved = ApprovalRequest.objects.filter(id=request_id, status=ApprovalStatus.PENDING).update(
                 status=ApprovalStatus.EXPIRED, decided_at=now, reason="no decision before it expired")
             if moved:
-                JournalEntry.objects.create(run_id=run_id, kind=JournalEntry.Kind.APPROVAL, step=step, created_at=now,
-                                            detail={"event": "expired", "request": str(request_id), "kind": kind,
-                                                    "path": path})
+                _journal_at(run_id, step, {"event": "expired", "request": str(request_id), "kind": kind, "path": path},
+                            at=now)
                 _wake(run_id)
                 expired.append(request_id)
     return expired
@@ -206,8 +206,11 @@ def close_for_run(run: Run, why: str) -> int:
 
 
 def _journal(request: ApprovalRequest, detail: dict[str, Any]) -> None:
-    JournalEntry.objects.create(run_id=request.run_id, kind=JournalEntry.Kind.APPROVAL, step=request.step,
-                                detail=detail, created_at=timezone.now())
+    _journal_at(request.run_id, request.step, detail, at=timezone.now())
+
+
+def _journal_at(run_id: UUID, step: str, detail: dict[str, Any], *, at: datetime) -> None:
+    JournalEntry.objects.create(run_id=run_id, kind=JournalEntry.Kind.APPROVAL, step=step, detail=detail, created_at=at)
 
 
 def _wake(run_id: UUID) -> None:

@@ -7,10 +7,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from approvals import services
 from approvals.api.serializers import (
@@ -23,17 +21,15 @@ from approvals.api.serializers import (
 from approvals.models import ApprovalRequest
 from approvals.selectors import filter_requests
 from durable.api.errors import service_errors
-from durable.api.permissions import needed_permission
+from durable.api.permissions import ActionPermission
 from durable.engine.approvals import Verdict, differences
 
 VIEW, DECIDE = "approvals.view_approvalrequest", services.DECIDE_PERMISSION
 PERMISSIONS = {"list": VIEW, "retrieve": VIEW, "revalidation": VIEW, "approve": DECIDE, "reject": DECIDE}
 
 
-class ApprovalPermission(BasePermission):
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        needed = needed_permission(request, view, PERMISSIONS)
-        return bool(request.user and request.user.is_authenticated and needed and request.user.has_perm(needed))
+class ApprovalPermission(ActionPermission):
+    permissions = PERMISSIONS
 
 
 class SoonestExpiryFirst(CursorPagination):

@@ -27,11 +27,20 @@ def needed_permission(request: Request, view: APIView, permissions: dict[str, st
     return permissions.get(action or "")
 
 
-class RunPermission(BasePermission):
-    """Logged in, and holding the permission the action needs; unknown actions are refused."""
+class ActionPermission(BasePermission):
+    """Logged in, and holding the permission the viewset's action needs; unknown actions are refused.
+
+    Each viewset says which permission each of its actions needs in `permissions`.
+    """
+
+    permissions: dict[str, str] = {}
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         if not (request.user and request.user.is_authenticated):
             return False
-        needed = needed_permission(request, view, ACTION_PERMISSIONS)
+        needed = needed_permission(request, view, self.permissions)
         return needed is not None and request.user.has_perm(needed)
+
+
+class RunPermission(ActionPermission):
+    permissions = ACTION_PERMISSIONS

@@ -6,13 +6,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from durable.api.errors import service_errors
-from durable.api.permissions import needed_permission
+from durable.api.permissions import ActionPermission
 from durable.engine.ledger import OperationStatus
 from durable.models import SideEffect
 from reconciliation.api.serializers import OperationSerializer, ResolveSerializer
@@ -22,10 +20,8 @@ PERMISSIONS = {"list": "durable.view_sideeffect", "retrieve": "durable.view_side
                "resolve": "durable.resolve_sideeffect"}
 
 
-class OperationPermission(BasePermission):
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        needed = needed_permission(request, view, PERMISSIONS)
-        return bool(request.user and request.user.is_authenticated and needed and request.user.has_perm(needed))
+class OperationPermission(ActionPermission):
+    permissions = PERMISSIONS
 
 
 class OperationFilterSerializer(serializers.Serializer):
