@@ -55,34 +55,30 @@ class RunStore:
 
     def claim(self, run_id: UUID | str, owner: str, lease_seconds: float) -> tuple[Lease, Run] | None:
         """Take the run's lease if it is free (or expired) and the run is due; bump the token."""
-        before = (Run.objects.filter(id=run_id)
-                  .values("status", "fencing_token", "checkpoint_seq", "next_attempt_at", "lease_expires_at",
-                          "updated_at").first())
-        if before is None:
+        run = Run.objects.filter(id=run_id).first()
+        if run is None:
             return None
+        before = {name: getattr(run, name) for name in ("status", "next_attempt_at", "lease_expires_at", "updated_at")}
         now = timezone.now()
         free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
         due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
-        # The token read above is part of the condition, so `before` is the state this claim took over.
+        taken = {"status": RunStatus.RUNNING, "lease_owner": owner, "next_attempt_at": None, "updated_at": now,
+                 "lease_expires_at": now + timedelta(seconds=lease_seconds)}
+        # The token just read is part of the condition: if the UPDATE matches, nobody wrote the run in
+        # between, so the row is the one read plus what this claim set (no second read), and a
+        # concurrent claimer holding the same token finds nothing to update.
         updated = (
-            Run.objects.filter(free & due, id=run_id, fencing_token=before["fencing_token"],
+            Run.objects.filter(free & due, id=run_id, fencing_token=run.fencing_token,
                                status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY])
-            .update(
-                status=RunStatus.RUNNING,
-                lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                fencing_token=F("fencing_token") + 1,
-                next_attempt_at=None,
-                updated_at=now,
-            )
+            .update(fencing_token=F("fencing_token") + 1, **taken)
         )
         if not updated:
             return None
-        run = Run.objects.get(id=run_id)
-        if run.lease_owner != owner:  # claimed again by someone else in between
-            return None
-        resuming = before["fencing_token"] > 0 or before["checkpoint_seq"] > 0
+        resuming = run.fencing_token > 0 or run.checkpoint_seq > 0
         waited = (now - _due_since(before)).total_seconds() if resuming else None
+        for name, value in taken.items():
+            setattr(run, name, value)
+        run.fencing_token += 1
         return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds, resuming, waited), run
 
     def resume_point(self, lease: Lease) -> ResumePoint:
