@@ -69,3 +69,15 @@ def test_production_settings_use_secure_cookies_hsts_and_json_logs():
 def test_the_embedded_demo_keeps_plain_cookies_for_http_on_localhost():
     demo = production_settings()
     assert (demo["SESSION_COOKIE_SECURE"], demo["SECURE_HSTS_SECONDS"], demo["DURABLE_LOG_FORMAT"]) == (False, 0, "text")
+
+
+def test_every_page_carries_a_content_security_policy_that_allows_only_our_own_files():
+    client = Client()
+    client.force_login(make_user("vera", "durable.view_run"))
+    policy = client.get("/runs/")["Content-Security-Policy"]
+    directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+    assert directives["script-src"] == "'self'"  # no inline script, no eval, no CDN
+    assert directives["style-src"] == "'self'"
+    assert directives["frame-ancestors"] == "'none'"
+    assert directives["object-src"] == "'none'"
+    assert "Content-Security-Policy" in Client().get("/accounts/login/")  # before logging in too
