@@ -240,7 +240,7 @@ def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
     try:
         with SandboxServer() as sandbox, \
                 override_settings(DURABLE_SANDBOX_URL=sandbox.url, CELERY_TASK_DEFAULT_QUEUE=queue):
-            orders = _seed_orders(sandbox, number, config.runs_per_cell)
+            orders = seed_orders(sandbox, f"ORD-7{number:02d}", config.runs_per_cell)
             env = {**DRILL_ENV, "DURABLE_FAULT_POINTS": cell.point, "DURABLE_FAULT_ACTIONS": cell.action,
                    "DURABLE_FAULT_DIR": str(fault_dir)}
             with DrillWorkers(env, config.workers, config.log_dir, cell.label) as workers:
@@ -252,15 +252,15 @@ def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
             drop_queue(queue)
     finally:
         shutil.rmtree(fault_dir, ignore_errors=True)
-    _cancel_unsettled(run_ids)
-    violations = judge(counts, expectation(cell.point, _capabilities(downstream)))
+    cancel_unsettled(run_ids)
+    violations = judge(counts, expectation(cell.point, capabilities_of(downstream)))
     return CellResult(cell, downstream, counts, tuple(violations), tuple(run_ids), time.monotonic() - started,
                       workers.restarts)
 
 
-def _seed_orders(sandbox: SandboxServer, number: int, runs: int) -> list[str]:
+def seed_orders(sandbox: SandboxServer, prefix: str, runs: int) -> list[str]:
     """One order per run, so each run has business keys of its own."""
-    orders = [f"ORD-7{number:02d}{i:05d}" for i in range(runs)]
+    orders = [f"{prefix}{i:05d}" for i in range(runs)]
     for i, order_id in enumerate(orders):
         sandbox.state.upsert_order({"order_id": order_id, "customer": f"Drill Customer {i}", "amount": "40.00",
                                     "currency": "EUR"})
@@ -274,7 +274,7 @@ def _start_run(workflow: str, version: int | None, order_id: str) -> UUID:
     return run.id
 
 
-def _cancel_unsettled(run_ids: list[UUID]) -> None:
+def cancel_unsettled(run_ids: list[UUID]) -> None:
     """A run the cell lost must not be resumed later by some other sweeper against a sandbox now gone."""
     for run_id in Run.objects.filter(id__in=run_ids).exclude(status__in=SETTLED).values_list("id", flat=True):
         try:
@@ -284,7 +284,7 @@ def _cancel_unsettled(run_ids: list[UUID]) -> None:
             pass  # it settled meanwhile
 
 
-def _capabilities(downstream: str) -> Capabilities:
+def capabilities_of(downstream: str) -> Capabilities:
     adapter = get_downstream(downstream)
     return adapter.capabilities if adapter is not None else Capabilities()
 
@@ -300,16 +300,16 @@ def measure(cell: Cell, run_ids: Iterable[UUID], *, crashes: int,
                   .values_list("operation_id", "run_id", "action_name", "downstream", "status"))
     armed = {run_id: status for _, run_id, action, _, status in ledger if action == cell.action}
     downstream = next((service for _, _, action, service, _ in ledger if action == cell.action), "?")
-    expect = expectation(cell.point, _capabilities(downstream))
+    expect = expectation(cell.point, capabilities_of(downstream))
     ended = {run_id for run_id, _, status in runs if status in (RunStatus.SUCCEEDED, RunStatus.NEEDS_ATTENTION)}
     completed = sum(status == RunStatus.SUCCEEDED for *_, status in runs)
     attention = len(ended) - completed
     # Effects are keyed by the operation id, the Idempotency-Key every adapter sends.
-    armed_effects = [_effects(effects, downstream, operation_id(str(run_id), cell.action, key))
+    armed_effects = [effects_of(effects, downstream, operation_id(str(run_id), cell.action, key))
                      for run_id, key, _ in runs]
     wrong = [op_id for op_id, run_id, action, service, _ in ledger if run_id in ended
-             and _effects(effects, service, op_id) < 2  # two or more are counted as duplicates
-             and _effects(effects, service, op_id) != (expect.armed_effects if action == cell.action else 1)]
+             and effects_of(effects, service, op_id) < 2  # two or more are counted as duplicates
+             and effects_of(effects, service, op_id) != (expect.armed_effects if action == cell.action else 1)]
     return downstream, CellCounts(
         runs=len(runs), crashes=crashes, completed=completed, needs_attention=attention, lost=len(runs) - len(ended),
         unknown=sum(status == Op.UNKNOWN for *_, status in ledger),
@@ -321,7 +321,7 @@ def measure(cell: Cell, run_ids: Iterable[UUID], *, crashes: int,
     )
 
 
-def _effects(effects: dict[str, dict[str, Any]], service: str, op_id: str) -> int:
+def effects_of(effects: dict[str, dict[str, Any]], service: str, op_id: str) -> int:
     return effects.get(service, {}).get("effects_by_key", {}).get(op_id, 0)
 
 
