@@ -57,6 +57,7 @@ def decide(*, request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict |
     request = ApprovalRequest.objects.select_related("run").get(id=request_id)
     if not user.has_perm(DECIDE_PERMISSION):
         raise Forbidden("you need the approver role to decide approvals")
+    _check_not_starter(request, user, verdict)
     if verdict == Verdict.REJECT and not reason.strip():
         raise InvalidInput({"reason": ["A rejection needs a reason."]})
     _check_still_open(request)
@@ -117,6 +118,17 @@ def _one_decision(request: ApprovalRequest) -> Iterator[None]:
         yield
     except IntegrityError:
         raise Conflict("you have already decided this request", current=_status_now(request)) from None
+
+
+def _check_not_starter(request: ApprovalRequest, user: AbstractBaseUser, verdict: Verdict) -> None:
+    """Separation of duties before anything else: the run's starter is refused before the facts are re-read,
+    so their attempt cannot even invalidate the request (and be audited as theirs)."""
+    starter = request.run.created_by.get_username() if request.run.created_by else None
+    try:
+        check_decider(user=user.get_username(), run_starter=starter, tally=Tally(request.approvers_required),
+                      verdict=verdict)
+    except DecisionRefused as exc:
+        raise Forbidden(str(exc)) from None
 
 
 def _check_still_open(request: ApprovalRequest) -> None:

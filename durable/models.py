@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -192,6 +193,12 @@ class AppendOnlyQuerySet(models.QuerySet):
     def delete(self) -> tuple[int, dict[str, int]]:
         raise AppendOnly("audit trail rows cannot be removed")
 
+    def bulk_create(self, objs: Any, batch_size: int | None = None, ignore_conflicts: bool = False,
+                    update_conflicts: bool = False, **kwargs: Any) -> list[Any]:
+        if update_conflicts:  # an upsert rewrites the rows it collides with
+            raise AppendOnly("audit trail rows cannot be changed")
+        return super().bulk_create(objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts, **kwargs)
+
 
 class OperatorAction(models.Model):
     """Append-only audit trail: who did what to which run or operation, from where."""
@@ -221,8 +228,10 @@ class OperatorAction(models.Model):
         return f"{self.actor} {self.action} {self.run_id or self.operation_id}"
 
     def save(self, *args: object, **kwargs: object) -> None:
-        if not self._state.adding:
+        if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
             raise AppendOnly("audit trail rows cannot be changed")
+        # Always an INSERT: a new instance given an existing row's id would otherwise UPDATE that row.
+        kwargs["force_insert"] = True
         super().save(*args, **kwargs)  # type: ignore[arg-type]
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:

@@ -167,6 +167,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's parsers, with JSON nested past Python's recursion limit a 400 rather than a 500.
+    "DEFAULT_PARSER_CLASSES": ["durable.api.parsers.JSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle",
                                  "rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"anon": os.environ.get("DURABLE_API_ANON_RATE", "60/min"),

@@ -22,4 +22,5 @@ urlpatterns = [
     path("metrics", metrics_page, name="metrics"),  # where Prometheus looks by default
 ]
 
+handler400 = "durable.api.errors.bad_request"  # a body too big or too many fields: says which limit
 handler404 = "durable.api.errors.not_found"  # JSON under /api/, the HTML page elsewhere

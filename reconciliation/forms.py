@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from durable.api.serializers import TOO_DEEP, has_nul, too_deep
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
 
 
@@ -34,6 +35,12 @@ class ResolveForm(forms.Form):
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise forms.ValidationError(TOO_DEEP) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("must be a JSON object, e.g. {\"notification_id\": \"ntf-1\"}")
+        if too_deep(value):
+            raise forms.ValidationError(TOO_DEEP)
+        if has_nul(value):  # "\u0000" in the text: Postgres's jsonb refuses it, as the API does
+            raise forms.ValidationError("must not contain NUL (\\u0000) characters")
         return value

@@ -1,10 +1,14 @@
-"""Service errors as API answers: bad input is a 400 naming the field, a stale state a 409."""
+"""Errors as answers: bad input is a 400 naming the field, a stale state a 409, an unreadable request a 400
+naming the limit it passed, an unknown URL a 404 (JSON under /api/)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.views.defaults import page_not_found
 from rest_framework import status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
@@ -38,6 +42,30 @@ def service_errors() -> Iterator[None]:
         raise PermissionDenied(str(exc)) from None
     except services.Unavailable as exc:
         raise UnavailableError(str(exc)) from None
+
+
+def unreadable_request(exception: Exception) -> str:
+    """Why Django refused to read a request (a SuspiciousOperation), in words naming the limit it exceeded."""
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return (f"The request body is larger than this server accepts: at most {limit:,} bytes "
+                f"({limit / 2**20:.1f} MiB, DATA_UPLOAD_MAX_MEMORY_SIZE). Nothing was done; send less.")
+    if isinstance(exception, TooManyFieldsSent):
+        return (f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} fields "
+                "(DATA_UPLOAD_MAX_NUMBER_FIELDS). Nothing was done.")
+    if isinstance(exception, TooManyFilesSent):
+        return (f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES:,} files "
+                "(DATA_UPLOAD_MAX_NUMBER_FILES). Nothing was done.")
+    return "The request could not be read. Nothing was done."
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's handler400, for requests it refuses to read (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many
+    fields): a JSON answer under /api/, a console page elsewhere, each saying which limit was passed."""
+    message = unreadable_request(exception)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": message}, status=status.HTTP_400_BAD_REQUEST)
+    return render(request, "400.html", {"message": message}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -18,11 +18,34 @@ def has_nul(value: object) -> bool:
     return False
 
 
+# Objects and lists nested deeper than this are refused: no workflow needs more, and the checks and
+# encoders that walk a value recursively (has_nul, json.dumps, pydantic) would hit Python's recursion limit.
+MAX_JSON_DEPTH = 100
+TOO_DEEP = f"must not nest objects and lists more than {MAX_JSON_DEPTH} levels deep"
+
+
+def too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON value nests objects and lists more than `limit` levels; walked without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 class TextJSONField(serializers.JSONField):
-    """A JSONField whose strings the database can store: no NUL characters."""
+    """A JSONField whose strings the database can store: no NUL characters, and nested at most MAX_JSON_DEPTH."""
 
     def to_internal_value(self, data: object) -> object:
-        value = super().to_internal_value(data)
+        try:
+            value = super().to_internal_value(data)
+        except RecursionError:  # a form-encoded field's JSON text, parsed here
+            raise serializers.ValidationError(TOO_DEEP) from None
+        if too_deep(value):
+            raise serializers.ValidationError(TOO_DEEP)
         if has_nul(value):
             raise serializers.ValidationError("must not contain NUL (\\u0000) characters")
         return value

@@ -1,0 +1,375 @@
+"""Hostile input: every API endpoint and console form refuses malformed, oversized or absurdly nested input
+with a clear 400 that names the problem, writes nothing, and never answers 500; every console form needs
+its CSRF token.
+
+The case lists below are checked against the URLconf (tests/endpoints.py walks it): a new endpoint that
+takes a body, or a new page that takes a POST, fails test_every_*_is_covered until it is added here.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from durable.api.serializers import MAX_JSON_DEPTH
+from durable.models import OperatorAction, Run
+from durable.roles import ADMIN
+from tests.conftest import user_with_roles
+from tests.durable import version_workflows as vw
+from tests.endpoints import (
+    START,
+    World,
+    api_routes,
+    api_target,
+    build_world,
+    console_target,
+    logged_in,
+    page_routes,
+    written,
+)
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+NAMES_THE_LIMIT = f"{LIMIT:,} bytes"
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.fixture
+def world(demo) -> World:
+    return build_world(demo)
+
+
+@pytest.fixture
+def admin(db):
+    return user_with_roles("olga", ADMIN)
+
+
+@pytest.fixture
+def api(admin) -> Client:
+    """An API client as the integrations send: a token, so no CSRF token is needed."""
+    return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin).key}")
+
+
+# The API: every endpoint that takes a body
+
+API_BODY_ENDPOINTS = [
+    "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
+    "api:approval-approve", "api:approval-reject", "api:operation-resolve",
+]
+
+
+# A value of the wrong type for each field of each body.
+WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
+    "api:run-list": [("workflow", ["claims-agent"]), ("input", ["ORD-1002"]), ("business_key", {"id": 1}),
+                     ("version", "two"), ("idempotency_key", ["k"])],
+    "api:run-cancel": [("reason", ["checked"])],
+    "api:run-retry": [("reason", {"why": "checked"})],
+    "api:run-resume": [("reason", True)],
+    "api:run-migrate": [("to_version", "two"), ("reason", ["checked"])],
+    "api:run-migrate-blocked": [("workflow", [vw.NAME]), ("from_version", "one"), ("to_version", 2.5),
+                                ("reason", {"why": "r"})],
+    "api:approval-approve": [("snapshot_hash", 12345), ("reason", ["fine"])],
+    "api:approval-reject": [("snapshot_hash", ["0" * 64]), ("reason", {"why": "no"})],
+    "api:operation-resolve": [("outcome", 1), ("external_ref", {"ref": 1}), ("result", ["ntf-1"]),
+                              ("follow_up", True), ("reason", ["checked"])],
+}
+
+# The text fields of each body: a NUL character in any of them is refused (Postgres cannot store one).
+TEXT_FIELDS: dict[str, list[str]] = {
+    "api:run-list": ["workflow", "business_key", "idempotency_key", "input"],
+    "api:run-cancel": ["reason"], "api:run-retry": ["reason"], "api:run-resume": ["reason"],
+    "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"],
+    "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],
+    "api:operation-resolve": ["external_ref", "reason", "result"],
+}
+
+MALFORMED_JSON = [b"{", b"[1,2", b'{"reason": "checked",}', b"{'reason': 'single quotes'}", b"NaN"]
+NOT_AN_OBJECT = [b"[]", b'"checked"', b"5", b"true", b"null"]
+NOT_UTF8 = [b"\xff\xfe{}", b'{"reason": "\xc3\x28"}', b'{"reason": "\xed\xa0\x80"}']
+
+
+def post_json(client: Client, url: str, body: bytes | dict[str, Any], content_type: str = "application/json"):
+    return client.post(url, body if isinstance(body, bytes) else json.dumps(body), content_type=content_type)
+
+
+def refusal(response, *names: str) -> str:
+    """'' when the answer is a JSON 400 naming each of `names` (fields, or words of its detail); else what it was."""
+    if response.status_code != 400 or response.get("Content-Type") != "application/json":
+        return f"{response.status_code} {response.get('Content-Type')}: {response.content[:200]!r}"
+    body = response.json()
+    text = json.dumps(body)
+    missing = [name for name in names if name not in body and name not in text]
+    return f"400 without {missing}: {text[:300]}" if missing else ""
+
+
+def test_every_api_endpoint_that_takes_a_body_is_covered():
+    takes_a_body = {route.name for route in api_routes() if route.api_methods & {"post", "put", "patch"}}
+    assert takes_a_body == set(API_BODY_ENDPOINTS), "add the new endpoint to API_BODY_ENDPOINTS and WRONG_TYPES"
+    assert set(WRONG_TYPES) == set(TEXT_FIELDS) == set(API_BODY_ENDPOINTS)
+
+
+def refusals(api, url: str, bodies, *expected: str) -> list[str]:
+    """The bodies not refused with a 400 that names each of `expected`, with what was wrong."""
+    return [f"{body!r}: {problem}" for body in bodies
+            if (problem := refusal(post_json(api, url, body), *expected))]
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_malformed_json_is_a_400_naming_the_parse_error_and_writes_nothing(world, api, endpoint):
+    url, _ = api_target(endpoint, world)
+    before = written()
+    # a raw NUL byte is a control character in JSON
+    assert refusals(api, url, MALFORMED_JSON + [b'{"reason": "a\x00b"}'], "JSON parse error") == []
+    assert written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_bytes_that_are_not_utf8_are_a_400_naming_the_encoding_and_write_nothing(world, api, endpoint):
+    url, _ = api_target(endpoint, world)
+    before = written()
+    assert refusals(api, url, NOT_UTF8, "JSON parse error", "utf-8") == []
+    assert written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_a_body_that_is_not_a_json_object_is_a_400_and_writes_nothing(world, api, endpoint):
+    url, _ = api_target(endpoint, world)
+    before = written()
+    assert refusals(api, url, NOT_AN_OBJECT, "non_field_errors") == []
+    assert written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_json_nested_past_pythons_recursion_limit_is_a_400_not_a_500(world, api, endpoint):
+    url, body = api_target(endpoint, world)
+    before = written()
+    for hostile in (nested(100_000), json.dumps({**body, "extra": "@"}).replace('"@"', nested(100_000))):
+        assert refusal(post_json(api, url, hostile.encode()), "nested too deeply", str(MAX_JSON_DEPTH)) == ""
+    assert written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_a_body_over_the_upload_limit_is_a_400_naming_the_limit_and_writes_nothing(world, api, endpoint):
+    url, body = api_target(endpoint, world)
+    before = written()
+    oversized = json.dumps({**body, "reason": "x" * LIMIT})
+    assert refusal(post_json(api, url, oversized.encode()), NAMES_THE_LIMIT, "DATA_UPLOAD_MAX_MEMORY_SIZE") == ""
+    assert written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_a_body_in_a_media_type_the_api_does_not_read_is_a_415(world, api, endpoint):
+    url, body = api_target(endpoint, world)
+    before = written()
+    response = post_json(api, url, json.dumps(body).encode(), content_type="text/plain")
+    assert response.status_code == 415 and "text/plain" in response.json()["detail"]
+    assert written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_a_field_of_the_wrong_type_is_a_400_naming_the_field_and_writes_nothing(world, api, endpoint):
+    url, body = api_target(endpoint, world)
+    before, wrong = written(), []
+    for field, value in WRONG_TYPES[endpoint]:
+        if problem := refusal(post_json(api, url, {**body, field: value}), field):
+            wrong.append(f"{field}={value!r}: {problem}")
+    assert wrong == [] and written() == before
+
+
+@pytest.mark.parametrize("endpoint", API_BODY_ENDPOINTS)
+def test_a_nul_character_in_any_text_field_is_a_400_naming_the_field_and_writes_nothing(world, api, endpoint):
+    url, body = api_target(endpoint, world)
+    before, wrong = written(), []
+    for field in TEXT_FIELDS[endpoint]:
+        value = {"text": "a\x00b"} if field in ("input", "result") else "a\x00b"
+        if problem := refusal(post_json(api, url, {**body, field: value}), field):
+            wrong.append(f"{field}: {problem}")
+    assert wrong == [] and written() == before
+
+
+@pytest.mark.parametrize("endpoint,field", [("api:run-list", "input"), ("api:operation-resolve", "result")])
+def test_a_json_field_nested_deeper_than_the_limit_is_a_400_naming_the_field(world, api, endpoint, field):
+    url, body = api_target(endpoint, world)
+    before = written()
+    for depth in (MAX_JSON_DEPTH, 500):  # the object holding a list nested `depth` deep is one level more
+        deep = {**body[field], "deep": json.loads(nested(depth))}
+        assert refusal(post_json(api, url, {**body, field: deep}), field, f"more than {MAX_JSON_DEPTH} levels") == ""
+    assert written() == before
+
+
+def test_a_run_input_nested_exactly_to_the_limit_is_accepted(world, api):
+    deep = {**START["input"], "deep": json.loads(nested(MAX_JSON_DEPTH - 1))}
+    response = post_json(api, reverse("api:run-list"), {**START, "input": deep})
+    assert response.status_code == 201, response.content[:300]
+
+
+def test_a_form_encoded_json_field_nested_past_the_recursion_limit_is_a_400_naming_it(world, api):
+    before = written()
+    response = api.post(reverse("api:run-list"), {**START, "input": nested(100_000)})
+    assert refusal(response, "input", f"more than {MAX_JSON_DEPTH} levels") == ""
+    assert written() == before
+
+
+def test_a_run_input_is_bounded_by_the_body_limit_and_by_its_workflows_input_model(world, api):
+    """No API-wide cap on `input` beyond the body limit; each workflow's input model caps its own fields."""
+    runs = reverse("api:run-list")
+    too_long = {**START["input"], "customer_message": "m" * 4001}  # the claims-agent's cap is 4,000
+    assert refusal(post_json(api, runs, {**START, "input": too_long}), "input", "customer_message") == ""
+    uncapped = {"workflow": vw.NAME, "version": 1, "business_key": "big", "input": {"order_id": ""}}
+    order_id = "o" * (LIMIT - len(json.dumps(uncapped)))  # the body is exactly the limit
+    response = post_json(api, runs, {**uncapped, "input": {"order_id": order_id}})
+    assert response.status_code == 201, response.content[:300]
+    assert Run.objects.get(id=response.json()["id"]).input["order_id"] == order_id
+
+
+def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, admin):
+    """The browsable API logs in with a session; its POSTs are CSRF-checked like the console's (a token is not)."""
+    browser = logged_in(admin, enforce_csrf_checks=True)
+    before, wrong = written(), []
+    for endpoint in API_BODY_ENDPOINTS:
+        url, body = api_target(endpoint, world)
+        response = post_json(browser, url, body)
+        if response.status_code != 403 or "CSRF" not in response.json()["detail"]:
+            wrong.append(f"{endpoint}: {response.status_code}")
+    assert wrong == [] and written() == before
+
+
+# The console: every page that takes a POST
+
+CONSOLE_FORMS = [
+    "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "approvals:decide",
+    "reconciliation:lookup", "reconciliation:resolve", "login", "logout", "rest_framework:login",
+    "rest_framework:logout",
+]
+LOGIN_FORMS = ("login", "rest_framework:login")
+
+
+def browser(name: str, admin) -> Client:
+    """A browser with its CSRF cookie, as a person who opened the page: logged in, except on a login form."""
+    client = Client(enforce_csrf_checks=True)
+    if name not in LOGIN_FORMS:
+        client.force_login(admin)
+    client.get(reverse("login"))  # any page with a form sets the CSRF cookie
+    return client
+
+
+def is_logged_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def test_every_console_form_is_covered(world, admin):
+    """What takes a POST is asked of the app itself: anything but 405 to a logged-in admin's empty POST."""
+    takes_posts = {route.name for route in page_routes()
+                   if logged_in(admin).post(world.url(route.name)).status_code != 405}
+    assert takes_posts == set(CONSOLE_FORMS), "add the new form to CONSOLE_FORMS and console_target"
+
+
+@pytest.mark.parametrize("name", CONSOLE_FORMS)
+def test_a_console_post_without_its_csrf_token_is_refused_and_writes_nothing(world, admin, name):
+    url, form = console_target(name, world, admin.username)
+    client = browser(name, admin)
+    session_before, before = is_logged_in(client), written()
+    refused = client.post(url, form)
+    assert refused.status_code == 403 and b"CSRF" in refused.content
+    assert written() == before and is_logged_in(client) == session_before
+    # The same post with the token gets through: the token, nothing else, was missing.
+    accepted = client.post(url, {**form, "csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+    assert accepted.status_code != 403
+
+
+@pytest.mark.parametrize("name", CONSOLE_FORMS)
+def test_an_oversized_console_post_is_a_400_page_naming_the_limit_and_writes_nothing(world, admin, name):
+    url, form = console_target(name, world, admin.username)
+    client = browser(name, admin)
+    session_before, before = is_logged_in(client), written()
+    body = urlencode({**form, "csrfmiddlewaretoken": client.cookies["csrftoken"].value, "reason": "x" * LIMIT})
+    response = client.post(url, body, content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert NAMES_THE_LIMIT in page and "DATA_UPLOAD_MAX_MEMORY_SIZE" in page and "Nothing was done" in page
+    assert written() == before and is_logged_in(client) == session_before
+
+
+@pytest.mark.parametrize("name", CONSOLE_FORMS)
+def test_a_console_post_with_too_many_fields_is_a_400_page_naming_the_limit(world, admin, name):
+    url, form = console_target(name, world, admin.username)
+    client = browser(name, admin)
+    session_before, before = is_logged_in(client), written()
+    padding = {f"field{i}": "x" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS)}
+    response = client.post(url, {**form, **padding, "csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+    assert response.status_code == 400
+    assert "DATA_UPLOAD_MAX_NUMBER_FIELDS" in response.content.decode()
+    assert written() == before and is_logged_in(client) == session_before
+
+
+RUN_ACTIONS = ["durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate"]
+# (form, fields replaced, what the 400 page says)
+MALFORMED_FORMS = [
+    *((action, {"reason": "a\x00b"}, "Null characters are not allowed") for action in RUN_ACTIONS),
+    *((action, {"reason": "x" * 2001}, "at most 2000 characters") for action in RUN_ACTIONS),
+    ("durable:run-migrate", {"to_version": "two"}, "Select a valid choice"),
+    ("durable:run-migrate", {"to_version": "99"}, "Select a valid choice"),
+    ("approvals:decide", {"verdict": "maybe"}, "Select a valid choice"),
+    ("approvals:decide", {"snapshot_hash": "<script>"}, "the page did not say which snapshot you saw"),
+    ("approvals:decide", {"reason": "a\x00b"}, "Null characters are not allowed"),
+    ("approvals:decide", {"reason": "x" * 4001}, "at most 4000 characters"),
+    ("reconciliation:resolve", {"outcome": "perhaps"}, "Select a valid choice"),
+    ("reconciliation:resolve", {"external_ref": "a\x00b"}, "Null characters are not allowed"),
+    ("reconciliation:resolve", {"external_ref": "x" * 201}, "at most 200 characters"),
+    ("reconciliation:resolve", {"result": "{nope"}, "not valid JSON"),
+    ("reconciliation:resolve", {"result": '{"ref": "a\\u0000b"}'}, "must not contain NUL"),
+    ("reconciliation:resolve", {"result": '{"deep": ' + nested(500) + "}"}, f"more than {MAX_JSON_DEPTH} levels"),
+    ("reconciliation:resolve", {"result": nested(100_000)}, f"more than {MAX_JSON_DEPTH} levels"),
+]
+
+
+@pytest.mark.parametrize("name,fields,says", MALFORMED_FORMS,
+                         ids=[f"{name}-{next(iter(fields))}-{i}" for i, (name, fields, _) in enumerate(MALFORMED_FORMS)])
+def test_a_malformed_console_form_is_a_400_saying_what_is_wrong_and_writes_nothing(world, admin, name, fields, says):
+    url, form = console_target(name, world, admin.username)
+    before = written()
+    response = logged_in(admin).post(url, {**form, **fields})
+    assert response.status_code == 400 and says in response.content.decode()
+    assert written() == before
+
+
+@pytest.mark.parametrize("name", ["durable:run-cancel", "durable:run-migrate", "approvals:decide",
+                                  "reconciliation:resolve"])
+def test_json_posted_to_a_console_form_is_a_400_and_writes_nothing(world, admin, name):
+    url, form = console_target(name, world, admin.username)
+    before = written()
+    response = logged_in(admin).post(url, json.dumps(form), content_type="application/json")
+    assert response.status_code == 400 and "Nothing was" in response.content.decode()
+    assert written() == before
+
+
+def test_a_reason_in_bytes_that_are_not_utf8_is_read_with_replacement_characters(world, admin):
+    """Django decodes form bytes that are not UTF-8 as U+FFFD: the reason is stored as readable text, never a 500."""
+    url, _ = console_target("durable:run-cancel", world, admin.username)
+    response = logged_in(admin).post(url, b"reason=refund%FF%FE&confirm=on",
+                                     content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 302
+    assert OperatorAction.objects.get(run=world.waiting).reason == "refund\ufffd\ufffd"
+
+
+@pytest.mark.parametrize("name", LOGIN_FORMS)
+def test_a_malformed_login_shows_the_form_with_its_errors_and_logs_no_one_in(world, admin, name):
+    """As with a wrong password, Django's login form answers 200 with its errors (and counts a failed attempt)."""
+    url, _ = console_target(name, world, admin.username)
+    for form, says in (({"username": "a\x00b", "password": "x"}, "Null characters are not allowed"),
+                       ({"username": "x" * 5000, "password": "x"}, "Please enter a correct username and password"),
+                       ({}, "This field is required")):
+        client = Client()
+        response = client.post(url, form)
+        assert response.status_code == 200 and says in response.content.decode()
+        assert not is_logged_in(client)

@@ -1,0 +1,114 @@
+"""Object-level permissions: a valid link to someone else's run, approval request or operation, with a
+complete and valid body, does nothing for a user whose roles do not grant that action, through the API or
+the console; the same link and body work for a user whose role does. The run's starter cannot decide its
+approval through any link, nor even invalidate it.
+
+tests/test_roles_matrix.py checks each role against each endpoint with empty bodies; this file checks that a
+refusal comes before anything is written, when the request would otherwise succeed.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from approvals.models import ApprovalRequest
+from durable.models import OperatorAction
+from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
+from tests.conftest import user_with_roles
+from tests.endpoints import World, api_target, build_world, console_target, logged_in, written
+
+pytestmark = pytest.mark.django_db
+
+STEER, DECIDE, RESOLVE = "durable.{}_run", "approvals.decide_approvalrequest", "durable.resolve_sideeffect"
+
+# (route, what the request does, the permission it needs)
+CASES = [
+    *((f"api:run-{action}", action, STEER.format(action)) for action in ("cancel", "retry", "resume", "migrate")),
+    ("api:approval-approve", "approve", DECIDE),
+    ("api:approval-reject", "reject", DECIDE),
+    ("api:operation-resolve", "resolve", RESOLVE),
+    *((f"durable:run-{action}", action, STEER.format(action)) for action in ("cancel", "retry", "resume", "migrate")),
+    ("approvals:decide", "approve", DECIDE),
+    ("approvals:decide", "reject", DECIDE),
+    ("reconciliation:resolve", "resolve", RESOLVE),
+    ("reconciliation:lookup", "ask the downstream", RESOLVE),
+]
+
+
+@pytest.fixture
+def world(demo) -> World:
+    return build_world(demo)
+
+
+def target(route: str, does: str, world: World) -> tuple[str, dict]:
+    if route.startswith("api:"):
+        return api_target(route, world)
+    url, form = console_target(route, world, "")
+    if does == "reject":
+        form = {**form, "verdict": "reject", "reason": "duplicate claim"}
+    return url, form
+
+
+def post(user, route: str, url: str, body: dict):
+    if route.startswith("api:"):
+        client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+        return client.post(url, json.dumps(body), content_type="application/json")
+    return logged_in(user).post(url, body)
+
+
+def users_without(permission: str) -> list:
+    """Each role that lacks `permission` on its own, and one user holding all of them together."""
+    lacking = [role for role, permissions in ROLES.items() if permission not in permissions]
+    return [user_with_roles(f"as-{role}", role) for role in lacking] + [user_with_roles("as-all-the-rest", *lacking)]
+
+
+def granting_role(permission: str) -> str:
+    return next(role for role in (OPERATOR, APPROVER, RECONCILER) if permission in ROLES[role])
+
+
+@pytest.mark.parametrize("route,does,permission", CASES, ids=[f"{r}-{d}" for r, d, _ in CASES])
+def test_without_the_role_a_link_to_someone_elses_object_is_refused_and_changes_nothing(world, route, does,
+                                                                                        permission):
+    url, body = target(route, does, world)
+    before, wrong = written(), []
+    for user in users_without(permission):
+        status = post(user, route, url, body).status_code
+        if status != 403:
+            wrong.append(f"{user.username}: {status}")
+    assert wrong == [], f"{does} through {url}"
+    assert written() == before
+    # The same link and body work for someone whose role grants it: the refusal was the role's.
+    allowed = user_with_roles("allowed", granting_role(permission))
+    assert post(allowed, route, url, body).status_code in (200, 302)
+
+
+STARTER_CHANNELS = [("api:approval-reject", "reject"), ("approvals:decide", "approve"), ("approvals:decide", "reject")]
+
+
+@pytest.mark.parametrize("route,verdict", STARTER_CHANNELS, ids=[f"{r}-{v}" for r, v in STARTER_CHANNELS])
+def test_the_runs_starter_cannot_decide_its_approval_even_holding_the_approver_role(world, route, verdict):
+    """The API's approve and the console's htmx approve are covered in tests/approvals; these are the others."""
+    world.owner.groups.add(Group.objects.get(name=APPROVER))
+    url, body = target(route, verdict, world)
+    before = written()
+    response = post(world.owner, route, url, body)
+    assert response.status_code == 403 and b"you cannot decide its approval" in response.content.lower()
+    assert written() == before
+
+
+@pytest.mark.parametrize("route", ["api:approval-approve", "approvals:decide"])
+def test_the_runs_starter_cannot_invalidate_its_approval_by_trying_to_approve_on_moved_facts(world, demo, route):
+    """Separation of duties comes before the facts are re-read: the starter's attempt writes nothing at all,
+    where an approver's attempt on the same moved facts invalidates the request (and is audited as theirs)."""
+    world.owner.groups.add(Group.objects.get(name=APPROVER))
+    demo.state.upsert_order({"order_id": "ORD-1001", "amount": "150.00"})
+    url, body = target(route, "approve", world)
+    before = written()
+    assert post(world.owner, route, url, body).status_code == 403
+    assert written() == before and not OperatorAction.objects.filter(actor=world.owner).exists()
+    assert post(user_with_roles("approver", APPROVER), route, url, body).status_code == 409
+    assert ApprovalRequest.objects.get(id=world.approval.id).status == "INVALIDATED"
