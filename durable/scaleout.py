@@ -124,7 +124,9 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
     fault_dir = Path(tempfile.mkdtemp(prefix="durable-scaleout-faults-"))
     log_dir = config.log_dir or Path(tempfile.mkdtemp(prefix="durable-scaleout-logs-"))
     env = {
-        **DRILL_ENV, "DURABLE_DELIVER_TWICE": "true",
+        # The drill's short lease and sweep rescue crashed runs within seconds; the grace before a
+        # PENDING run counts as lost stays at production's 10 s, since a burst of runs queues longer.
+        **DRILL_ENV, "DURABLE_PENDING_GRACE_SECONDS": "10", "DURABLE_DELIVER_TWICE": "true",
         "DURABLE_FAULT_POINTS": ",".join(FAULT_POINTS), "DURABLE_FAULT_ACTIONS": ",".join(DEFAULT_ACTIONS),
         "DURABLE_FAULT_RATE": str(config.fault_rate), "DURABLE_FAULT_SEED": str(config.seed),
         "DURABLE_FAULT_DIR": str(fault_dir),

@@ -4,33 +4,53 @@ It also expires approvals past their deadline and settles stale operations.
 Messages can be lost or duplicated; the database is what says what must run. A run whose
 lease expired (its worker died), whose retry is due, or that sat PENDING past a grace
 period (its message was lost) is sent again. Duplicates are harmless: the lease decides.
-A run is re-sent at most once per grace period, so a backlog is not flooded with copies.
+A run is re-sent at most once per grace period, and then with ever longer gaps
+(durable.engine.resend), so a backlog is not flooded with copies.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from durable import dispatch
+from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
 from durable.models import Run
 
 
 def due_runs(limit: int = 1000) -> list[UUID]:
+    """Runs waiting for a worker whose next copy is due (durable.engine.resend), longest unsent first."""
     now = timezone.now()
-    grace = now - timedelta(seconds=settings.DURABLE_PENDING_GRACE_SECONDS)
+    grace = timedelta(seconds=settings.DURABLE_PENDING_GRACE_SECONDS)
     due = (
         Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
         | Q(status=RunStatus.WAITING_RETRY, next_attempt_at__lte=now)
-        | Q(status=RunStatus.PENDING, updated_at__lt=grace)
+        | Q(status=RunStatus.PENDING, updated_at__lt=now - grace)
     )
-    not_just_sent = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=grace)
-    return list(Run.objects.filter(due & not_just_sent).order_by("updated_at").values_list("id", flat=True)[:limit])
+    not_just_sent = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - grace)
+    # Read a few times the limit: the backoff, applied here, passes over runs sent not long ago.
+    candidates = (Run.objects.filter(due & not_just_sent)
+                  .order_by(F("enqueued_at").asc(nulls_first=True), "updated_at")
+                  .values_list("id", "status", "updated_at", "lease_expires_at", "next_attempt_at", "enqueued_at")
+                  [:limit * 4])
+    return [run_id for run_id, status, *times in candidates
+            if resend_due(waiting_since=_waiting_since(status, *times[:3]), last_sent=times[3], now=now,
+                          grace=grace)][:limit]
+
+
+def _waiting_since(status: str, updated_at: datetime, lease_expires_at: datetime | None,
+                   next_attempt_at: datetime | None) -> datetime:
+    """When the run began waiting for a worker: its lease ran out, its retry fell due, or it became PENDING."""
+    if status == RunStatus.RUNNING and lease_expires_at is not None:
+        return lease_expires_at
+    if status == RunStatus.WAITING_RETRY and next_attempt_at is not None:
+        return next_attempt_at
+    return updated_at
 
 
 def sweep(limit: int = 1000) -> list[UUID]:

@@ -127,3 +127,13 @@ def test_durable_sweep_command_sweeps_once_and_says_how_many(sent):
     out = StringIO()
     call_command("durable_sweep", stdout=out)
     assert out.getvalue().strip() == "reconciled 0 stale operation(s), expired 0 approval(s), re-enqueued 0 run(s)"
+
+
+def test_a_run_stuck_in_a_backlog_is_sent_again_with_ever_longer_gaps(sent):
+    """Waiting 100 s, last sent 30 s ago: a lost message would be re-sent every grace period,
+    but the next copy waits until it has waited twice as long as when the last one went."""
+    run = run_in(RunStatus.PENDING, updated_at=ago(100), last_sent=30)
+    assert sweeper.sweep() == []
+    Run.objects.filter(id=run.id).update(enqueued_at=ago(55))
+    assert sweeper.sweep() == [run.id]
+    assert sent == [run.id]
