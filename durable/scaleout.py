@@ -35,7 +35,7 @@ from durable.drill import (
 )
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import FAULT_POINTS
+from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
 from durable.models import Run, SideEffect
 from durable.processes import WebProcess
 from durable.sandbox import SandboxServer
@@ -295,20 +295,34 @@ def expected_end(ops: list[tuple[str, str, str, str]], crashes: dict[str, list[s
     `ops` are (operation_id, action, downstream, ledger status). A crash the downstream can settle
     (keys or a lookup) ends with one effect; on a blind downstream, a crash after STARTED leaves the
     operation UNKNOWN and the run in NEEDS_ATTENTION. A run whose downstream kept answering 429/503
-    past its retry policy may end FAILED, its refused operation with no effect.
+    past its retry policy ends FAILED, its refused operation with no effect, or, when it gave up
+    while settling an operation a crash left uncertain, NEEDS_ATTENTION with that operation UNKNOWN.
     """
     effects = {}
     ends_unknown = False
+    gave_up_on = given_up_operation(error, crashes)
     for op_id, _, downstream, status in ops:
         expect = settling_expectation(crashes[op_id], downstream) if op_id in crashes else None
         ends_unknown |= bool(expect and expect.ends_unknown)
         refused = status in (Op.FAILED_RETRYABLE, Op.FAILED_FINAL) and not (expect and expect.ends_unknown)
         effects[op_id] = 0 if refused else expect.armed_effects if expect else 1
-    if ends_unknown:
+        if op_id == gave_up_on:  # it was never settled: sent only if the crash came after the answer
+            effects[op_id] = int(AFTER_DOWNSTREAM in crashes[op_id])
+    if ends_unknown or gave_up_on:
         return {RunStatus.NEEDS_ATTENTION}, effects
     if gave_up_on_transient_errors(error):
         return {RunStatus.FAILED}, effects
     return {RunStatus.SUCCEEDED}, effects
+
+
+def given_up_operation(error: dict[str, Any] | None, crashes: dict[str, list[str]]) -> str | None:
+    """The operation a run gave up on while its outcome was uncertain: crashed after STARTED, then the
+    downstream refused every attempt to settle it (a lookup or a re-send with the same key)."""
+    if not gave_up_on_transient_errors(error) or error.get("kind") != "unknown_side_effect":
+        return None
+    op_id = error.get("operation_id")
+    uncertain = set(crashes.get(op_id, ())) & {AFTER_STARTED, AFTER_DOWNSTREAM}
+    return op_id if uncertain else None
 
 
 def measure(config: ScaleOutConfig, starts: Starts, seconds: float, *, crashes: dict[str, list[str]],

@@ -78,3 +78,19 @@ def test_four_workers_and_two_web_processes_never_do_anything_twice_nor_lose_a_r
     assert result.crashes > 0  # the faults really fired
     assert len(result.starts_by_web) == 2 and min(result.starts_by_web.values()) == CI_RUNS // 2
     assert result.resent_starts == result.resends_answered_same_run == CI_RUNS // config.resend_every
+
+
+@pytest.mark.parametrize(("point", "sent"), [(AFTER_STARTED, 0), (AFTER_DOWNSTREAM, 1)])
+def test_a_run_that_gave_up_settling_a_crashed_operation_must_end_needing_attention(point, sent):
+    """The ticket crashed after STARTED, and every lookup that could have settled it got a 503."""
+    unknown = (*TICKET[:3], Op.UNKNOWN)
+    gave_up = {"kind": "unknown_side_effect", "retryable": True, "exhausted": True, "operation_id": "op-ticket"}
+    allowed, effects = scaleout.expected_end([REFUND, unknown], crashes={"op-ticket": [point]}, error=gave_up)
+    assert allowed == {RunStatus.NEEDS_ATTENTION}
+    assert effects["op-ticket"] == sent
+
+
+def test_giving_up_on_an_operation_no_crash_made_uncertain_is_not_an_expected_end():
+    gave_up = {"kind": "unknown_side_effect", "retryable": True, "exhausted": True, "operation_id": "op-ticket"}
+    allowed, _ = scaleout.expected_end([REFUND, (*TICKET[:3], Op.UNKNOWN)], crashes={}, error=gave_up)
+    assert RunStatus.NEEDS_ATTENTION not in allowed

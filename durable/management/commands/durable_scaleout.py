@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -43,6 +45,8 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         call_command("migrate", verbosity=0, interactive=False)
+        # SIGTERM unwinds like Ctrl-C, so the web and worker processes it started are stopped too.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         result = scaleout.run_scaleout(config, progress=self.stdout.write)
         self.stdout.write(scaleout.report(result))
         if not result.ok:
