@@ -4,7 +4,7 @@ import logging.config
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, worker_ready
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.settings")
 
@@ -41,3 +41,13 @@ def _use_django_logging(loglevel: int | str | None = None, **_: object) -> None:
     logging.config.dictConfig(settings.LOGGING)
     if loglevel:  # `celery worker --loglevel` still sets how chatty Celery itself is
         logging.getLogger("celery").setLevel(loglevel)
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_database_connections(**_: object) -> None:
+    # What Django does at each request's start and end: drop a connection that is broken or
+    # older than CONN_MAX_AGE, keep the others (CELERY_DB_REUSE_MAX stops Celery closing them all).
+    from django.db import close_old_connections
+
+    close_old_connections()

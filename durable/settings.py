@@ -203,6 +203,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes every database connection before and after each task unless this is
+# set (then every 2 x this many tasks): a new Postgres connection per run, the largest per-run cost
+# durable_bench --compare measured. Django's CONN_MAX_AGE and CONN_HEALTH_CHECKS decide instead, at
+# each task's start and end (durable/celery.py), as they do per request in the web processes.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLE_QUEUE", "durable")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
