@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -10,6 +9,7 @@ from uuid import UUID
 
 from django.db.models import Max
 
+from durable.bench.compare import percentile
 from durable.models import Checkpoint, Run
 
 
@@ -34,14 +34,6 @@ class BenchResult:
     @property
     def commits_per_step(self) -> float:
         return self.commits / self.steps
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
 def step_intervals_ms(run_ids: list[UUID]) -> list[float]:

@@ -1,4 +1,5 @@
-"""The benchmark's workflow: S trivial steps. Workers started by durable_bench import this."""
+"""The benchmark's workflows: S trivial steps, optionally then one side effect. Workers started by
+durable_bench import this."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from durable.bench.downstream import ACTION, downstream
 from durable.registry import registry
 from durable.workflow import Workflow
 
@@ -21,15 +23,26 @@ def bump(ctx: Any, state: Counter) -> Counter:
     return state
 
 
-def bench_workflow(steps: int) -> Workflow:
-    """`bench-S`: S steps that each add one; registered once per process."""
-    name = f"bench-{steps}"
+def charge(ctx: Any, state: Counter) -> Counter:
+    ctx.side_effect(ACTION, business_key=ctx.business_key, downstream=downstream, payload={"amount": state.n})
+    state.n += 1
+    return state
+
+
+def bench_workflow(steps: int, side_effect: bool = False) -> Workflow:
+    """`bench-S`: S steps that each add one; `bench-S-charge` adds a step with one side effect.
+
+    Registered once per process.
+    """
+    name = f"bench-{steps}-charge" if side_effect else f"bench-{steps}"
     try:
         return registry.get(name, 1)
     except LookupError:
         workflow = Workflow(name=name, version=1, state=Counter, input=Counter)
         for i in range(steps):
             workflow.step(bump, name=f"step{i + 1}")
+        if side_effect:
+            workflow.step(charge, name="charge", side_effects=[ACTION])
         return registry.register(workflow)
 
 
@@ -52,6 +65,6 @@ def _report_worker_stats(stats_dir: str) -> None:
 
 
 if os.environ.get("DURABLE_BENCH_STEPS"):
-    bench_workflow(int(os.environ["DURABLE_BENCH_STEPS"]))
+    bench_workflow(int(os.environ["DURABLE_BENCH_STEPS"]), side_effect=bool(os.environ.get("DURABLE_BENCH_SIDE_EFFECT")))
 if os.environ.get("DURABLE_BENCH_STATS_DIR"):
     _report_worker_stats(os.environ["DURABLE_BENCH_STATS_DIR"])

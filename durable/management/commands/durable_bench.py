@@ -1,8 +1,10 @@
-"""Benchmark: R workflows of S trivial steps through W real worker processes."""
+"""Benchmark: R workflows of S trivial steps through W real worker processes; `--compare` measures
+the same workload on the peers and the floor too."""
 from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +16,28 @@ from django.test import override_settings
 from django.utils import timezone
 
 from durable import dispatch, services
+from durable.bench import compare
+from durable.bench.compare import DURABLE, SystemResult
 from durable.bench.measure import BenchResult, measure
+from durable.bench.peers import RUNNERS, Workload, run_peer
 from durable.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
-from durable.processes import WorkerProcess
+from durable.processes import WorkerProcess, database_url
 from durable.workload import delete_runs, wait_for_runs
+
+HOW_MEASURED = """\
+  steps/s: the workload's steps / wall time from the first workflow started to the last finished
+  (durable: from enqueueing the runs to the last run's finished_at, workers already started; the
+  others: R workflows run one after another in one process of their own).
+  per-step: the time between two consecutive step completions of one workflow, i.e. one step plus
+  its durable write. durable: between consecutive checkpoints' created_at. DBOS: perf_counter after
+  each @DBOS.step returned. LangGraph (durability="sync"): perf_counter as each node starts, once the
+  previous node's checkpoint is written. Floor: perf_counter after each INSERT's autocommit."""
 
 
 class Command(BaseCommand):
-    help = "Run R workflows of S trivial steps through W Celery worker processes and report throughput."
+    help = ("Run R workflows of S trivial steps through W Celery worker processes and report throughput; "
+            "--compare runs the same workload on DBOS, LangGraph and a plain INSERT+COMMIT floor.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--runs", type=int, default=200)
@@ -30,20 +45,42 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=1)
         parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark's runs in the database")
+        parser.add_argument("--compare", action="store_true",
+                            help="measure the same workload on the peers (the bench extra) and the floor, on Postgres")
+        parser.add_argument("--workers-list", default="1,2,4", help="with --compare: worker counts to scale over")
+        parser.add_argument("--repeat", type=int, default=1,
+                            help="with --compare: measure each row this many times and report the median")
 
-    def handle(self, *args: Any, runs: int, steps: int, workers: int, timeout: float, keep: bool, **_: Any) -> None:
-        if min(runs, steps, workers) < 1:
-            raise CommandError("--runs, --steps and --workers must be at least 1")
+    def handle(self, *args: Any, runs: int, steps: int, workers: int, timeout: float, keep: bool,
+               workers_list: str, repeat: int, **options: Any) -> None:
+        if min(runs, steps, workers, repeat) < 1:
+            raise CommandError("--runs, --steps, --workers and --repeat must be at least 1")
+        comparing = options["compare"]
+        if comparing and connection.vendor != "postgresql":
+            raise CommandError(f"durable_bench --compare needs Postgres (this database is {connection.vendor}): "
+                               "the peers keep their state in Postgres, so all of them must run on the same server. "
+                               "Set DATABASE_URL=postgres://... and run it again.")
+        try:
+            counts = compare.parse_workers_list(workers_list) if comparing else [workers]
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         call_command("migrate", verbosity=0, interactive=False)
         # A queue of its own: a running demo worker must not take the benchmark's runs.
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
-            self._bench(runs, steps, workers, timeout, keep)
+            if comparing:
+                self._compare(runs, steps, counts, timeout, repeat)
+            else:
+                self._report(self._bench(runs, steps, counts[0], timeout, keep), counts[0])
 
-    def _bench(self, runs: int, steps: int, workers: int, timeout: float, keep: bool) -> None:
-        workflow = bench_workflow(steps)
+    # -- durable alone ------------------------------------------------------------
+
+    def _bench(self, runs: int, steps: int, workers: int, timeout: float, keep: bool,
+               side_effect: bool = False) -> BenchResult:
+        workflow = bench_workflow(steps, side_effect=side_effect)
         stats_dir = Path(tempfile.mkdtemp(prefix="durable-bench-"))
         env = {
             "DURABLE_BENCH_STEPS": str(steps), "DURABLE_BENCH_STATS_DIR": str(stats_dir),
+            "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "",
             "DURABLE_WORKFLOW_MODULES": ",".join([*settings.DURABLE_WORKFLOW_MODULES, "durable.bench.workflows"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
         }
@@ -64,9 +101,10 @@ class Command(BaseCommand):
         finally:
             for worker in pool:
                 worker.stop()
-        self._report(measure(run_ids, steps, started, stats_dir), workers)
+        result = measure(run_ids, len(workflow.steps), started, stats_dir)
         if not keep:
             delete_runs(run_ids)
+        return result
 
     def _report(self, r: BenchResult, workers: int) -> None:
         broker = settings.CELERY_BROKER_URL.split("://")[0]
@@ -80,3 +118,46 @@ class Command(BaseCommand):
                           f"(incl. one lease claim per task)")
         self.stdout.write(f"  advance tasks        {r.advance_tasks} = {r.advance_tasks / r.runs:.2f} per run "
                           f"(broker messages per step: {r.advance_tasks / r.steps:.3f})")
+
+    # -- durable beside its peers ---------------------------------------------------
+
+    def _compare(self, runs: int, steps: int, counts: list[int], timeout: float, repeat: int) -> None:
+        broker = settings.CELERY_BROKER_URL.split("://")[0]
+        self.stdout.write(f"durable_bench --compare: {runs} workflows x {steps} steps, Postgres "
+                          f"{connection.settings_dict['HOST'] or 'localhost'}/{connection.settings_dict['NAME']}, "
+                          f"broker {broker}, median of {repeat} run(s) per row")
+        self.stdout.write(HOW_MEASURED)
+        scaling: dict[int, SystemResult] = {}
+        for side_effect in (False, True):
+            workload = Workload(runs, steps, side_effect, database_url())
+            rows = [self._durable(workload, 1, timeout, repeat)]
+            if not side_effect:
+                scaling[1] = rows[0]
+            rows += [self._median(lambda s=system: run_peer(s, workload, timeout=timeout), repeat) for system in RUNNERS]
+            title = (f"(b) {steps} trivial steps + 1 side effect (in-process downstream, idempotency key) per workflow"
+                     if side_effect else f"(a) {steps} trivial steps per workflow")
+            self.stdout.write(f"\n{title}; durable with 1 worker process")
+            self._lines(compare.comparison_table(rows) + ["  goals:"] + compare.goal_lines(rows))
+        for workers in counts:
+            if workers not in scaling:
+                scaling[workers] = self._durable(Workload(runs, steps, False, ""), workers, timeout, repeat)
+        self.stdout.write(f"\nscaling: durable, {steps} trivial steps per workflow, worker processes on "
+                          "this machine")
+        self._lines(compare.scaling_table({w: scaling[w] for w in counts}))
+
+    def _durable(self, workload: Workload, workers: int, timeout: float, repeat: int) -> SystemResult:
+        def once() -> SystemResult:
+            r = self._bench(workload.runs, workload.steps, workers, timeout, keep=False,
+                            side_effect=workload.side_effect)
+            return SystemResult(DURABLE, r.steps, r.seconds, r.step_p50_ms, r.step_p99_ms)
+
+        return self._median(once, repeat)
+
+    @staticmethod
+    def _median(measure_once: Callable[[], SystemResult], repeat: int) -> SystemResult:
+        return compare.median_result([measure_once() for _ in range(repeat)])
+
+    def _lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.stdout.write(line)
+
