@@ -135,15 +135,21 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
     try:
         with SandboxServer() as sandbox, override_settings(
                 DURABLE_SANDBOX_URL=sandbox.url, CELERY_TASK_DEFAULT_QUEUE=queue, CELERY_BROKER_URL=config.broker_url):
-            orders = seed_orders(sandbox, f"ORD-9{config.seed % 100:02d}", config.runs)
+            # Order ids of this test's own: a run some earlier, interrupted test left in the same
+            # database, woken by this test's sweeper, must not refund one of these orders first.
+            orders = seed_orders(sandbox, f"ORD-9{uuid.uuid4().int % 10**6:06d}", config.runs)
             progress(f"starting {config.workers} worker(s) and {config.web} web process(es)")
             with DrillWorkers(env, config.workers, log_dir, "scaleout") as workers, WebTier(config, env, log_dir) as web:
                 started = time.monotonic()
                 starts = post_runs(config, web.urls, token, orders)
                 progress(f"{len(starts.run_ids)} run(s) started through the API; waiting for them to settle")
                 chaos = TransientFaults(sandbox, random.Random(config.seed), config.transient_per_second)
-                unsettled = wait_for_runs(starts.run_ids, until=SETTLED, timeout=config.timeout,
-                                          tick=lambda: (workers.supervise(), chaos.tick()))
+                try:
+                    unsettled = wait_for_runs(starts.run_ids, until=SETTLED, timeout=config.timeout,
+                                              tick=lambda: (workers.supervise(), chaos.tick()))
+                except BaseException:  # interrupted: leave nothing for a later sweeper to wake
+                    cancel_unsettled(starts.run_ids)
+                    raise
                 seconds = time.monotonic() - started
             # Counted once every process is gone: nothing can take effect after this.
             result = measure(config, starts, seconds, crashes=crash_markers(fault_dir),
