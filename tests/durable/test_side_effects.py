@@ -3,15 +3,18 @@
 Each downstream kind of the demo claims-agent, served by the sandbox over real HTTP:
 payments honours Idempotency-Keys, tickets can be looked up, notifications can do neither.
 """
+from datetime import timedelta
+
 import httpx
 import pytest
+from django.utils import timezone
 
 from durable import executor, services, sweeper, tasks
 from durable.demo.downstreams import NotificationsAdapter
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED
-from durable.models import JournalEntry, SideEffect
+from durable.models import JournalEntry, Run, SideEffect
 from reconciliation.sweeper import reconcile_stale
 from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, make_retry_due
 from tests.durable.claims import advance, start_claim
@@ -317,6 +320,7 @@ def test_a_failed_lookup_does_not_stop_the_periodic_sweep_from_resending_runs(de
                                                                                sent, settings):
     settings.DURABLE_PENDING_GRACE_SECONDS = 0  # the run's start message is long gone
     run = crash(start_claim(), monkeypatch, AFTER_STARTED, "ticket")  # its worker died: the run must be re-sent
+    Run.objects.filter(id=run.id).update(enqueued_at=timezone.now() - timedelta(minutes=5))  # sent before it ran
     demo.state.arm_fault("tickets", "503")
     tasks.sweep()
     assert sent == [run.id]
