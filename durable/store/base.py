@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
-from durable.engine.states import RunStatus
+from durable.engine.states import CLAIMABLE, RunStatus
 from durable.models import Checkpoint, JournalEntry, Run
 
 
@@ -50,6 +50,19 @@ def _due_since(before: dict[str, Any]) -> datetime:
     return before["updated_at"]
 
 
+def claim_fields(owner: str, now: datetime, lease_seconds: float) -> dict[str, Any]:
+    """What a claim sets on the run, besides bumping its fencing token."""
+    return {"status": RunStatus.RUNNING, "lease_owner": owner, "next_attempt_at": None, "updated_at": now,
+            "lease_expires_at": now + timedelta(seconds=lease_seconds)}
+
+
+def claimed_lease(run: Run, owner: str, lease_seconds: float, now: datetime, before: dict[str, Any]) -> Lease:
+    """The lease a claim took, from the claimed run and its status, retry time, expiry and update time before."""
+    resuming = run.fencing_token > 1 or run.checkpoint_seq > 0  # claimed before this claim, or past a checkpoint
+    waited = (now - _due_since(before)).total_seconds() if resuming else None
+    return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds, resuming, waited)
+
+
 class RunStore:
     # Claiming and reading.
 
@@ -62,24 +75,20 @@ class RunStore:
         now = timezone.now()
         free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
         due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
-        taken = {"status": RunStatus.RUNNING, "lease_owner": owner, "next_attempt_at": None, "updated_at": now,
-                 "lease_expires_at": now + timedelta(seconds=lease_seconds)}
+        taken = claim_fields(owner, now, lease_seconds)
         # The token just read is part of the condition: if the UPDATE matches, nobody wrote the run in
         # between, so the row is the one read plus what this claim set (no second read), and a
         # concurrent claimer holding the same token finds nothing to update.
         updated = (
-            Run.objects.filter(free & due, id=run_id, fencing_token=run.fencing_token,
-                               status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY])
+            Run.objects.filter(free & due, id=run_id, fencing_token=run.fencing_token, status__in=CLAIMABLE)
             .update(fencing_token=F("fencing_token") + 1, **taken)
         )
         if not updated:
             return None
-        resuming = run.fencing_token > 0 or run.checkpoint_seq > 0
-        waited = (now - _due_since(before)).total_seconds() if resuming else None
         for name, value in taken.items():
             setattr(run, name, value)
         run.fencing_token += 1
-        return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds, resuming, waited), run
+        return claimed_lease(run, owner, lease_seconds, now, before), run
 
     def resume_point(self, lease: Lease) -> ResumePoint:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)

@@ -1,19 +1,48 @@
-"""Postgres run store: each step write is one fenced statement in autocommit, one round trip.
+"""Postgres run store: the claim and each step write are one statement in autocommit, one round trip.
 
 A data-modifying CTE updates the run only if this worker's fencing token still holds and
 feeds the checkpoint INSERT from the updated row: no row, no checkpoint, nothing written.
+The claim locks the row, reads what the metrics need from before, and takes the lease in
+one UPDATE; the reads that follow it skip the ORM's query building (about 0.5 ms a query here).
 """
 from __future__ import annotations
 
 import json
 from typing import Any
+from uuid import UUID
 
 from django.db import connection
 from django.utils import timezone
 
 from durable.engine.errors import LeaseLost
-from durable.engine.states import RunStatus
-from durable.store.base import Lease, RunStore
+from durable.engine.replay import RecordedCall
+from durable.engine.states import CLAIMABLE, RunStatus
+from durable.models import Run
+from durable.store.base import Lease, ResumePoint, RunStore, claim_fields, claimed_lease
+
+# The portable claim's rule in one statement: free (no owner, or expired), due, claimable.
+_CLAIM_SQL = """
+UPDATE durable_run AS run
+   SET fencing_token = run.fencing_token + 1, status = %(status)s, lease_owner = %(lease_owner)s,
+       next_attempt_at = NULL, updated_at = %(updated_at)s, lease_expires_at = %(lease_expires_at)s
+  FROM (SELECT id, status, next_attempt_at, lease_expires_at, updated_at
+          FROM durable_run WHERE id = %(run_id)s FOR UPDATE) AS before
+ WHERE run.id = before.id
+   AND (run.lease_owner IS NULL OR run.lease_expires_at < %(now)s)
+   AND (run.next_attempt_at IS NULL OR run.next_attempt_at <= %(now)s)
+   AND run.status = ANY(%(claimable)s)
+RETURNING run.*, before.status AS before_status, before.next_attempt_at AS before_next_attempt_at,
+          before.lease_expires_at AS before_lease_expires_at, before.updated_at AS before_updated_at
+"""
+
+_RESUME_POINT_SQL = """
+SELECT seq, next_step, state, state_schema_version FROM durable_checkpoint WHERE run_id = %s AND seq = %s
+"""
+
+_RECORDED_CALLS_SQL = """
+SELECT step, call_index, name, result FROM durable_journalentry
+ WHERE run_id = %s AND kind = 'activity' ORDER BY call_index
+"""
 
 _STEP_SQL = """
 WITH fenced AS (
@@ -40,6 +69,32 @@ SELECT id, 'activity', %(step)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(
 
 
 class PostgresRunStore(RunStore):
+    def claim(self, run_id: UUID | str, owner: str, lease_seconds: float) -> tuple[Lease, Run] | None:
+        now = timezone.now()
+        params = {**claim_fields(owner, now, lease_seconds), "run_id": run_id, "now": now,
+                  "claimable": sorted(status.value for status in CLAIMABLE)}
+        claimed = list(Run.objects.raw(_CLAIM_SQL, params))
+        if not claimed:  # no such run, or not free, not due or not claimable
+            return None
+        run = claimed[0]
+        before = {name: getattr(run, f"before_{name}") for name in
+                  ("status", "next_attempt_at", "lease_expires_at", "updated_at")}
+        return claimed_lease(run, owner, lease_seconds, now, before), run
+
+    def resume_point(self, lease: Lease) -> ResumePoint:
+        with connection.cursor() as cursor:
+            cursor.execute(_RESUME_POINT_SQL, [lease.run_id, lease.seq])
+            seq, next_step, state, schema_version = cursor.fetchone()
+        return ResumePoint(seq, next_step, _json(state), schema_version)
+
+    def recorded_calls(self, run_id: UUID) -> dict[str, list[RecordedCall]]:
+        by_step: dict[str, list[RecordedCall]] = {}
+        with connection.cursor() as cursor:
+            cursor.execute(_RECORDED_CALLS_SQL, [run_id])
+            for step, index, name, result in cursor.fetchall():
+                by_step.setdefault(step, []).append(RecordedCall(index, name, _json(result)))
+        return by_step
+
     def _execute_fenced(self, sql: str, params: dict[str, Any], lease: Lease) -> None:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -74,3 +129,8 @@ class PostgresRunStore(RunStore):
             "name": name, "result": json.dumps(result), "now": now, "lease_expires_at": lease.expiry(now),
         }
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
+
+
+def _json(text: str | None) -> Any:
+    """A jsonb column as the ORM's JSONField gives it: Django's cursor hands jsonb back as text."""
+    return None if text is None else json.loads(text)

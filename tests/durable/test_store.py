@@ -1,6 +1,10 @@
 """Step writes: fenced, and one commit per plain step on every backend."""
+import threading
+from datetime import timedelta
+
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from durable import executor, services
 from durable.bench.commits import count_commits
@@ -60,6 +64,64 @@ def test_only_one_worker_can_claim_a_run():
     first = db.claim(run.id, "w1", 30)
     assert first is not None and first[0].token == 1
     assert db.claim(run.id, "w2", 30) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_many_workers_claiming_a_run_at_once_exactly_one_gets_it():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    workers = 6
+    ready = threading.Barrier(workers)
+    results: list = []
+
+    def claim(owner: str) -> None:
+        try:
+            ready.wait()
+            results.append(store().claim(run.id, owner, 30))
+        except Exception as exc:  # a database error is a failed claim here, and must show in the test
+            results.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1, results
+    lease, _ = winners[0]
+    run.refresh_from_db()
+    assert run.fencing_token == lease.token == 1 and run.lease_owner == lease.owner
+
+
+@pytest.mark.django_db
+def test_an_expired_lease_goes_to_the_next_claimer_with_a_new_token():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    db = store()
+    first, _ = db.claim(run.id, "w1", 30)
+    Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
+
+    second, claimed = db.claim(run.id, "w2", 30)
+
+    assert second.token == first.token + 1 and claimed.lease_owner == "w2"
+    assert second.resuming and 5 <= second.waited_seconds < 30
+
+
+@pytest.mark.django_db
+def test_a_claim_is_one_statement_on_postgres():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    connection.force_debug_cursor = True
+    before = len(connection.queries_log)
+    try:
+        store().claim(run.id, "w1", 30)
+        statements = [q["sql"] for q in list(connection.queries_log)[before:]]
+    finally:
+        connection.force_debug_cursor = False
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1 and statements[0].lstrip().startswith("UPDATE"), statements
+    else:  # the portable claim reads the run, then updates it on the token it read
+        assert len(statements) == 2, statements
 
 
 @pytest.mark.django_db(transaction=True)
