@@ -6,6 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 DURABLE = "durable"
+DURABLE_IN_PROCESS = "durable, in-process (no broker)"
 DBOS = "DBOS Transact"
 LANGGRAPH = "LangGraph + PostgresSaver"
 FLOOR = "floor: INSERT+COMMIT"

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.core.management import call_command
@@ -17,12 +18,14 @@ from django.utils import timezone
 
 from durable import dispatch, services
 from durable.bench import compare
-from durable.bench.compare import DURABLE, SystemResult
-from durable.bench.measure import BenchResult, measure
+from durable.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
+from durable.bench.measure import BenchResult, measure, step_intervals_ms
 from durable.bench.peers import RUNNERS, Workload, run_peer
+from durable.bench.phases import PhaseReport, time_phases
 from durable.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
 from durable.processes import WorkerProcess, database_url
+from durable.workflow import Workflow
 from durable.workload import delete_runs, wait_for_runs
 
 HOW_MEASURED = """\
@@ -50,12 +53,17 @@ class Command(BaseCommand):
         parser.add_argument("--workers-list", default="1,2,4", help="with --compare: worker counts to scale over")
         parser.add_argument("--repeat", type=int, default=1,
                             help="with --compare: measure each row this many times and report the median")
+        parser.add_argument("--in-process", action="store_true",
+                            help="advance the runs in this process (no broker, no worker) and show where a "
+                                 "run's time goes: the lease claim, the reads, the step writes, the rest")
 
     def handle(self, *args: Any, runs: int, steps: int, workers: int, timeout: float, keep: bool,
                workers_list: str, repeat: int, **options: Any) -> None:
         if min(runs, steps, workers, repeat) < 1:
             raise CommandError("--runs, --steps, --workers and --repeat must be at least 1")
         comparing = options["compare"]
+        if comparing and options["in_process"]:
+            raise CommandError("--in-process times durable alone; run it without --compare")
         if comparing and connection.vendor != "postgresql":
             raise CommandError(f"durable_bench --compare needs Postgres (this database is {connection.vendor}): "
                                "the peers keep their state in Postgres, so all of them must run on the same server. "
@@ -65,6 +73,9 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         call_command("migrate", verbosity=0, interactive=False)
+        if options["in_process"]:
+            self._phases(runs, steps)
+            return
         # A queue of its own: a running demo worker must not take the benchmark's runs.
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
             if comparing:
@@ -84,8 +95,7 @@ class Command(BaseCommand):
             "DURABLE_WORKFLOW_MODULES": ",".join([*settings.DURABLE_WORKFLOW_MODULES, "durable.bench.workflows"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
         }
-        run_ids = [services.start_run(workflow=workflow.name, input={}, business_key=f"bench-{i}", enqueue=False)[0].id
-                   for i in range(runs)]
+        run_ids = _start_runs(workflow, runs)
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         pool = [WorkerProcess(env=env, name=f"bench{i}", log_path=logs / f"bench-worker-{i}.log") for i in range(workers)]
@@ -105,6 +115,12 @@ class Command(BaseCommand):
         if not keep:
             delete_runs(run_ids)
         return result
+
+    def _phases(self, runs: int, steps: int) -> None:
+        report, _ = _advance_in_process(bench_workflow(steps), runs)
+        self.stdout.write(f"durable_bench --in-process: {runs} runs x {steps} steps advanced one after another in "
+                          f"this process, database {connection.vendor}")
+        self._lines(report.lines())
 
     def _report(self, r: BenchResult, workers: int) -> None:
         broker = settings.CELERY_BROKER_URL.split("://")[0]
@@ -130,7 +146,8 @@ class Command(BaseCommand):
         scaling: dict[int, SystemResult] = {}
         for side_effect in (False, True):
             workload = Workload(runs, steps, side_effect, database_url())
-            rows = [self._durable(workload, 1, timeout, repeat)]
+            rows = [self._durable(workload, 1, timeout, repeat),
+                    self._median(lambda w=workload: self._in_process(w), repeat)]
             if not side_effect:
                 scaling[1] = rows[0]
             rows += [self._median(lambda s=system: run_peer(s, workload, timeout=timeout), repeat) for system in RUNNERS]
@@ -154,6 +171,14 @@ class Command(BaseCommand):
         return self._median(once, repeat)
 
     @staticmethod
+    def _in_process(workload: Workload) -> SystemResult:
+        """durable's engine as the peers run: workflows one after another in this process, no broker."""
+        workflow = bench_workflow(workload.steps, side_effect=workload.side_effect)
+        report, intervals = _advance_in_process(workflow, workload.runs)
+        return compare.from_intervals(DURABLE_IN_PROCESS, steps=report.steps, seconds=report.seconds,
+                                      intervals_ms=intervals)
+
+    @staticmethod
     def _median(measure_once: Callable[[], SystemResult], repeat: int) -> SystemResult:
         return compare.median_result([measure_once() for _ in range(repeat)])
 
@@ -161,3 +186,20 @@ class Command(BaseCommand):
         for line in lines:
             self.stdout.write(line)
 
+
+def _start_runs(workflow: Workflow, count: int) -> list[UUID]:
+    return [services.start_run(workflow=workflow.name, input={}, business_key=f"bench-{i}", enqueue=False)[0].id
+            for i in range(count)]
+
+
+def _advance_in_process(workflow: Workflow, runs: int) -> tuple[PhaseReport, list[float]]:
+    """Advance `runs` runs in this process, after a few untimed ones (connections, caches, lazy
+    imports); the phases and the per-step intervals, and no runs left behind."""
+    warmup = min(20, runs)
+    run_ids = _start_runs(workflow, warmup + runs)
+    try:
+        time_phases(run_ids[:warmup], len(workflow.steps))
+        timed = run_ids[warmup:]
+        return time_phases(timed, len(workflow.steps)), step_intervals_ms(timed)
+    finally:
+        delete_runs(run_ids)

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from durable.bench.compare import DBOS, FLOOR, LANGGRAPH, NOT_INSTALLED
+from durable.bench.compare import DBOS, DURABLE_IN_PROCESS, FLOOR, LANGGRAPH, NOT_INSTALLED
 from durable.models import Run
 
 pytestmark = pytest.mark.worker
@@ -32,7 +32,7 @@ def test_compare_measures_durable_the_floor_and_each_peer_or_says_it_is_not_inst
     assert len(phases) == 2 and "1 side effect" in phases[1]
     for phase in phases:
         table = phase.split("scaling:")[0]
-        for system in ("durable", FLOOR):
+        for system in ("durable", DURABLE_IN_PROCESS, FLOOR):
             steps_per_second, p50, p99, _ = re.findall(NUMBER, row(table, system).split(system, 1)[1])
             assert min(float(steps_per_second), float(p50), float(p99)) > 0, row(table, system)
         for peer in (DBOS, LANGGRAPH):

@@ -1,0 +1,47 @@
+"""`durable_bench --in-process`: where a run's time goes, phase by phase, with no broker."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from durable import services
+from durable.bench.phases import PHASES, time_phases
+from durable.bench.workflows import bench_workflow
+from durable.engine.states import RunStatus
+from durable.models import Run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_store_call_of_every_run_is_timed_in_its_phase():
+    workflow = bench_workflow(4)
+    run_ids = [services.start_run(workflow=workflow.name, input={}, business_key=f"p-{i}", enqueue=False)[0].id
+               for i in range(3)]
+
+    report = time_phases(run_ids, 4)
+
+    assert set(Run.objects.filter(id__in=run_ids).values_list("status", flat=True)) == {RunStatus.SUCCEEDED}
+    calls = {phase: len(times) for phase, times in report.by_phase.items()}
+    assert calls == {"claim": 3, "resume_point": 3, "recorded_calls": 3, "commit_step": 3 * 3, "finish": 3}
+    assert report.steps == 12 and report.seconds > 0
+    assert report.rest_per_run_ms == pytest.approx(report.run_ms - sum(report.per_run_ms(p) for p in PHASES))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_prints_each_phase_and_leaves_no_runs_behind(capsys):
+    call_command("durable_bench", "--in-process", "--runs", "3", "--steps", "3")
+
+    out = capsys.readouterr().out
+    for label in PHASES.values():
+        line = next(line for line in out.splitlines() if line.strip().startswith(label))
+        assert re.search(r"\d+\s+\d+\.\d{3}\s+\d+\.\d{2}$", line), line
+    assert re.search(r"steps/s in this process: \d+\.\d", out)
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_in_process_and_compare_do_not_mix():
+    with pytest.raises(CommandError, match="without --compare"):
+        call_command("durable_bench", "--in-process", "--compare")
