@@ -2,6 +2,7 @@
 the same workload on the peers and the floor too."""
 from __future__ import annotations
 
+import logging
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -197,9 +198,11 @@ def _advance_in_process(workflow: Workflow, runs: int) -> tuple[PhaseReport, lis
     imports); the phases and the per-step intervals, and no runs left behind."""
     warmup = min(20, runs)
     run_ids = _start_runs(workflow, warmup + runs)
+    logging.disable(logging.INFO)  # a line per side effect on this console; a worker writes them to its log file
     try:
         time_phases(run_ids[:warmup], len(workflow.steps))
         timed = run_ids[warmup:]
         return time_phases(timed, len(workflow.steps)), step_intervals_ms(timed)
     finally:
+        logging.disable(logging.NOTSET)
         delete_runs(run_ids)
