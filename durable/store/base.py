@@ -40,6 +40,10 @@ class ResumePoint:
     state_schema_version: int
 
 
+# What a claim reads from the run as it was, to tell when the run became due (resume latency).
+BEFORE_CLAIM = ("status", "next_attempt_at", "lease_expires_at", "updated_at")
+
+
 def _due_since(before: dict[str, Any]) -> datetime:
     """When the run became runnable: its retry time, its dead worker's lease expiry, or else
     the write that made it PENDING (a time slice's end, an approval, a resolution, an operator)."""
@@ -71,7 +75,7 @@ class RunStore:
         run = Run.objects.filter(id=run_id).first()
         if run is None:
             return None
-        before = {name: getattr(run, name) for name in ("status", "next_attempt_at", "lease_expires_at", "updated_at")}
+        before = {name: getattr(run, name) for name in BEFORE_CLAIM}
         now = timezone.now()
         free = Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=now)
         due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)

@@ -18,7 +18,7 @@ from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE, RunStatus
 from durable.models import Run
-from durable.store.base import Lease, ResumePoint, RunStore, claim_fields, claimed_lease
+from durable.store.base import BEFORE_CLAIM, Lease, ResumePoint, RunStore, claim_fields, claimed_lease
 
 # The portable claim's rule in one statement: free (no owner, or expired), due, claimable.
 _CLAIM_SQL = """
@@ -34,6 +34,8 @@ UPDATE durable_run AS run
 RETURNING run.*, before.status AS before_status, before.next_attempt_at AS before_next_attempt_at,
           before.lease_expires_at AS before_lease_expires_at, before.updated_at AS before_updated_at
 """
+
+_CLAIMABLE = sorted(status.value for status in CLAIMABLE)
 
 _RESUME_POINT_SQL = """
 SELECT seq, next_step, state, state_schema_version FROM durable_checkpoint WHERE run_id = %s AND seq = %s
@@ -71,14 +73,12 @@ SELECT id, 'activity', %(step)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(
 class PostgresRunStore(RunStore):
     def claim(self, run_id: UUID | str, owner: str, lease_seconds: float) -> tuple[Lease, Run] | None:
         now = timezone.now()
-        params = {**claim_fields(owner, now, lease_seconds), "run_id": run_id, "now": now,
-                  "claimable": sorted(status.value for status in CLAIMABLE)}
+        params = {**claim_fields(owner, now, lease_seconds), "run_id": run_id, "now": now, "claimable": _CLAIMABLE}
         claimed = list(Run.objects.raw(_CLAIM_SQL, params))
         if not claimed:  # no such run, or not free, not due or not claimable
             return None
         run = claimed[0]
-        before = {name: getattr(run, f"before_{name}") for name in
-                  ("status", "next_attempt_at", "lease_expires_at", "updated_at")}
+        before = {name: getattr(run, f"before_{name}") for name in BEFORE_CLAIM}
         return claimed_lease(run, owner, lease_seconds, now, before), run
 
     def resume_point(self, lease: Lease) -> ResumePoint:

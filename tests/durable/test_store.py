@@ -25,18 +25,23 @@ def test_plain_steps_commit_once_each():
     assert counter.commits == 11
 
 
+def statements_of(call) -> list[str]:
+    """The SQL statements `call()` sends."""
+    before = len(connection.queries_log)
+    connection.force_debug_cursor = True
+    try:
+        call()
+        return [q["sql"] for q in list(connection.queries_log)[before:]]
+    finally:
+        connection.force_debug_cursor = False
+
+
 @pytest.mark.django_db(transaction=True)
 def test_step_write_is_one_statement_on_postgres():
     run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
     db = store()
     lease, _ = db.claim(run.id, "w1", 30)
-    statements_before = len(connection.queries_log)
-    connection.force_debug_cursor = True
-    try:
-        db.commit_step(lease, "step1", "step2", {"n": 1}, 1)
-        statements = [q["sql"] for q in list(connection.queries_log)[statements_before:]]
-    finally:
-        connection.force_debug_cursor = False
+    statements = statements_of(lambda: db.commit_step(lease, "step1", "step2", {"n": 1}, 1))
     writes = [s for s in statements if not s.startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))]
     if connection.vendor == "postgresql":
         assert len(writes) == 1 and writes[0].lstrip().startswith("WITH fenced"), statements
@@ -111,13 +116,7 @@ def test_an_expired_lease_goes_to_the_next_claimer_with_a_new_token():
 @pytest.mark.django_db
 def test_a_claim_is_one_statement_on_postgres():
     run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
-    connection.force_debug_cursor = True
-    before = len(connection.queries_log)
-    try:
-        store().claim(run.id, "w1", 30)
-        statements = [q["sql"] for q in list(connection.queries_log)[before:]]
-    finally:
-        connection.force_debug_cursor = False
+    statements = statements_of(lambda: store().claim(run.id, "w1", 30))
     if connection.vendor == "postgresql":
         assert len(statements) == 1 and statements[0].lstrip().startswith("UPDATE"), statements
     else:  # the portable claim reads the run, then updates it on the token it read
