@@ -8,7 +8,7 @@ from durable import ledger, logs, metrics
 from durable.downstream import Downstream, classify_error
 from durable.engine.errors import NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
 from durable.engine.ledger import OperationStatus as Op
-from durable.engine.ledger import Reentry, on_reentry
+from durable.engine.ledger import Reentry, after_failed_call, on_reentry
 from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
 from durable.models import SideEffect
 from durable.store import Lease, RunStore
@@ -47,6 +47,7 @@ def _enter(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) 
             raise _needs_attention(row)
         if settled.outcome is not None:
             return _result(settled.outcome.result, settled.outcome.external_ref)
+        return _execute(db, lease, row, downstream, may_have_happened=settled.may_have_happened)
     return _execute(db, lease, row, downstream)
 
 
@@ -56,7 +57,8 @@ def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
     return {**(result or {}), "external_ref": external_ref}
 
 
-def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
+def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, *,
+             may_have_happened: bool = False) -> dict[str, Any]:
     sent_before = row.attempts > 0
     ledger.mark_started(db, lease, row)
     if sent_before and downstream.capabilities.honours_idempotency_keys:
@@ -67,7 +69,7 @@ def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream
     try:
         outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
     except Exception as exc:
-        _settle_failure(db, lease, row, downstream, exc)
+        _settle_failure(db, lease, row, downstream, exc, may_have_happened=may_have_happened)
         raise
     fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
     ledger.commit_success(db, lease, row, outcome)
@@ -76,20 +78,27 @@ def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream
     return _result(outcome.result, outcome.external_ref)
 
 
-def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception) -> None:
-    """Record what a failed call means. Raises instead of returning where the error changes."""
+def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception, *,
+                    may_have_happened: bool) -> None:
+    """Record what a failed call means. Raises instead of returning where the error changes.
+
+    `may_have_happened`: this call re-sent, with the same key, an operation an earlier attempt may
+    have performed (a crash or an ambiguous answer left it STARTED).
+    """
     verdict = classify_error(downstream, exc)  # the adapter's own reading of its errors
-    if not is_ambiguous(exc):  # the downstream answered, or we never reached it: it did not happen
+    ambiguous = is_ambiguous(exc)
+    status = after_failed_call(answered=not ambiguous, retryable=verdict.retryable,
+                               may_have_happened=may_have_happened, capabilities=downstream.capabilities)
+    if status in (Op.FAILED_RETRYABLE, Op.FAILED_FINAL):
         ledger.mark_failed(db, lease, row, retryable=verdict.retryable, error=verdict.as_json())
         # The step's retry policy must read the error as the adapter did, not by durable's HTTP rules.
         error_type = RetryableError if verdict.retryable else NonRetryableError
         raise error_type(f"{row.action_name} on {downstream.name}: {verdict.message}", kind=verdict.kind) from exc
-    caps = downstream.capabilities
-    if caps.honours_idempotency_keys or caps.can_lookup:
-        # Leave it STARTED: the retry re-enters it and the reconciler re-sends it with the same
-        # key, or looks it up first.
+    if status is Op.STARTED:
+        # The retry re-enters it and the reconciler re-sends it with the same key, or looks it up first.
         raise RetryableError(f"{row.action_name} on {downstream.name} may have happened ({verdict.message}); "
-                             "it will be reconciled before anything is sent again", kind="ambiguous") from exc
+                             "it will be reconciled before anything is sent again",
+                             kind="ambiguous" if ambiguous else verdict.kind) from exc
     ledger.mark_unknown(db, lease, row, evidence=f"{verdict.kind} after the request was sent: {verdict.message}; "
                                                  f"{downstream.name} has no idempotency keys and no lookup")
     raise _needs_attention(row) from exc

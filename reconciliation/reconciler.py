@@ -52,6 +52,7 @@ class Settled:
 
     outcome: Outcome | None
     unknown: bool = False
+    may_have_happened: bool = False  # re-sent with the same key without knowing: a refusal settles nothing
 
 
 def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: str, evidence: str, **extra: Any) -> None:
@@ -66,7 +67,7 @@ def reconcile_started(db: RunStore, lease: Lease, row: SideEffect, downstream: D
     finding = investigate(row, downstream)
     if finding.decision == RETRY_SAME_KEY:
         _journal(db, lease, row, finding.decision, finding.evidence)
-        return Settled(outcome=None)
+        return Settled(outcome=None, may_have_happened=True)
     if finding.found is not None:
         ledger.commit_success(db, lease, row, finding.found, evidence=f"found by lookup on {downstream.name}")
         _journal(db, lease, row, finding.decision, finding.evidence)

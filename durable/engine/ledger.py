@@ -53,6 +53,23 @@ class Capabilities:
         return self.honours_idempotency_keys or self.can_lookup or self.unknown_on_crash
 
 
+def after_failed_call(*, answered: bool, retryable: bool, may_have_happened: bool,
+                      capabilities: Capabilities) -> OperationStatus:
+    """The status a call that raised leaves its operation in (invariants 3 and 4).
+
+    `answered`: the downstream answered, or the request never left (not ambiguous).
+    `may_have_happened`: the call re-sent, with the same key, an operation an earlier attempt may
+    have performed. An answer settles the call, except a retryable refusal (429, 503) of such a
+    re-send: it is refused before the key is looked at, so it says nothing of the earlier attempt.
+    What may have happened stays STARTED while keys or a lookup can settle it, else is UNKNOWN.
+    """
+    if answered and not (retryable and may_have_happened):
+        return OperationStatus.FAILED_RETRYABLE if retryable else OperationStatus.FAILED_FINAL
+    if capabilities.honours_idempotency_keys or capabilities.can_lookup:
+        return OperationStatus.STARTED
+    return OperationStatus.UNKNOWN
+
+
 class Reentry(StrEnum):
     """What to do when a step meets an operation that already has a ledger row."""
 

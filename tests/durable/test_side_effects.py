@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from durable import executor, services, sweeper, tasks
-from durable.demo.downstreams import NotificationsAdapter
+from durable.demo.downstreams import NotificationsAdapter, TicketsAdapter
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED
@@ -211,6 +211,54 @@ def test_a_crash_after_the_downstream_answered_is_reconciled_to_exactly_one_effe
     assert effects(demo, action) == 1 and sent_with(demo, row) == requests
     assert [d["decision"] for d in reconciliations(run)] == [decision]
     assert run.output[f"{action}_id"] == row.external_ref
+
+
+@pytest.mark.parametrize("refusal", ["429", "503"])
+def test_a_refused_resend_of_a_refund_that_may_have_happened_leaves_it_started_not_failed(demo, monkeypatch, refusal):
+    # A 429 or 503 is answered before the key is looked at: it says nothing of the crashed attempt.
+    run = crash(start_claim(), monkeypatch, AFTER_DOWNSTREAM, "refund")
+    demo.state.arm_fault("payments", refusal)
+    run = advance(run)
+    row = operation(run, "refund")
+    assert (run.status, run.error["retryable"]) == (RunStatus.WAITING_RETRY, True)
+    assert row.status == Op.STARTED and effects(demo, "refund") == 1
+
+    run = retry_now(run)
+    row.refresh_from_db()
+    assert (run.status, row.status) == (RunStatus.SUCCEEDED, Op.SUCCEEDED)
+    assert effects(demo, "refund") == 1 and sent_with(demo, row) == 3
+    assert [d["decision"] for d in reconciliations(run)] == ["retry_same_key", "retry_same_key"]
+
+
+def test_a_refund_that_may_have_happened_and_is_refused_until_the_run_gives_up_is_unknown_never_failed(demo,
+                                                                                                   monkeypatch):
+    run = crash(start_claim(), monkeypatch, AFTER_DOWNSTREAM, "refund")
+    demo.state.arm_fault("payments", "503", 10)
+    run = advance(run)
+    while run.status == RunStatus.WAITING_RETRY:
+        run = retry_now(run)
+    row = operation(run, "refund")
+    assert (run.status, row.status) == (RunStatus.NEEDS_ATTENTION, Op.UNKNOWN)
+    assert run.error["kind"] == "unknown_side_effect" and run.error["operation_id"] == row.operation_id
+    assert run.error["exhausted"] is True
+    assert effects(demo, "refund") == 1  # it had happened: FAILED would have said otherwise
+
+
+def test_a_refused_send_after_a_lookup_found_nothing_is_known_not_to_have_happened(demo, monkeypatch):
+    # The lookup is evidence: a 503 to the send that follows it leaves nothing uncertain.
+    run = crash(start_claim(), monkeypatch, AFTER_STARTED, "ticket")
+    look_up = TicketsAdapter.lookup
+
+    def look_up_then_refuse_the_send(*args):
+        found = look_up(*args)
+        demo.state.arm_fault("tickets", "503")
+        return found
+
+    monkeypatch.setattr(TicketsAdapter, "lookup", look_up_then_refuse_the_send)
+    run = advance(run)
+    row = operation(run, "ticket")
+    assert run.status == RunStatus.WAITING_RETRY
+    assert row.status == Op.FAILED_RETRYABLE and effects(demo, "ticket") == 0
 
 
 def test_a_crash_after_notifications_answered_becomes_unknown_with_the_one_effect(demo, monkeypatch):

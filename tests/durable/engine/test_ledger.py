@@ -11,6 +11,7 @@ from durable.engine.ledger import (
     OperationStatus,
     Reconciliation,
     Reentry,
+    after_failed_call,
     can_move,
     on_reentry,
     reconciliation_for,
@@ -130,6 +131,45 @@ def test_reconciliation_follows_what_the_downstream_promises(keys, lookup, how):
 
 def test_a_downstream_that_promises_nothing_is_reconciled_as_unknown():
     assert reconciliation_for(Capabilities()) is Reconciliation.UNKNOWN
+
+
+# What a call that raised leaves behind
+
+KEYS, LOOKUP, BLIND = Capabilities(honours_idempotency_keys=True), Capabilities(can_lookup=True), Capabilities()
+
+
+@pytest.mark.parametrize("retryable,status", [(True, Op.FAILED_RETRYABLE), (False, Op.FAILED_FINAL)])
+@pytest.mark.parametrize("capabilities", [KEYS, LOOKUP, BLIND])
+def test_an_answer_to_a_first_send_says_it_did_not_happen(retryable, status, capabilities):
+    assert after_failed_call(answered=True, retryable=retryable, may_have_happened=False,
+                             capabilities=capabilities) is status
+
+
+@pytest.mark.parametrize("capabilities,status", [(KEYS, Op.STARTED), (LOOKUP, Op.STARTED), (BLIND, Op.UNKNOWN)])
+@pytest.mark.parametrize("may_have_happened", [False, True])
+def test_a_call_that_may_have_been_applied_is_reconciled_or_unknown(capabilities, status, may_have_happened):
+    assert after_failed_call(answered=False, retryable=True, may_have_happened=may_have_happened,
+                             capabilities=capabilities) is status
+
+
+def test_a_429_or_503_to_a_resend_says_nothing_of_the_earlier_attempt():
+    assert after_failed_call(answered=True, retryable=True, may_have_happened=True, capabilities=KEYS) is Op.STARTED
+
+
+def test_a_final_refusal_of_a_resend_settles_it_the_key_would_have_returned_the_earlier_answer():
+    assert after_failed_call(answered=True, retryable=False, may_have_happened=True,
+                             capabilities=KEYS) is Op.FAILED_FINAL
+
+
+@given(answered=st.booleans(), retryable=st.booleans(), may_have_happened=st.booleans(),
+       keys=st.booleans(), lookup=st.booleans())
+def test_a_call_is_only_failed_when_nothing_earlier_or_now_may_have_happened(answered, retryable, may_have_happened,
+                                                                              keys, lookup):
+    status = after_failed_call(answered=answered, retryable=retryable, may_have_happened=may_have_happened,
+                               capabilities=Capabilities(honours_idempotency_keys=keys, can_lookup=lookup))
+    if status is Op.FAILED_RETRYABLE:
+        assert answered and not may_have_happened
+    assert status in (Op.FAILED_RETRYABLE, Op.FAILED_FINAL, Op.STARTED, Op.UNKNOWN)
 
 
 # Ambiguous errors: the request may have been applied
