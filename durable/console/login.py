@@ -1,6 +1,7 @@
 """The login page, with failed attempts throttled per username and per client address."""
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.conf import settings
@@ -11,8 +12,10 @@ from django.http import HttpRequest, HttpResponse
 
 def _attempt_keys(request: HttpRequest) -> list[str]:
     username = (request.POST.get("username") or "").strip().lower()[:150]
+    # Hashed: a hostile username (NUL, spaces, 150 characters) must not reach the cache as a key.
+    user_digest = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()
     address = request.META.get("REMOTE_ADDR", "")
-    return [f"durable:login-failures:user:{username}", f"durable:login-failures:addr:{address}"]
+    return [f"durable:login-failures:user:{user_digest}", f"durable:login-failures:addr:{address}"]
 
 
 class ThrottledLoginView(LoginView):

@@ -3,10 +3,12 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.cache.backends.base import CacheKeyWarning
 from django.test import Client
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
@@ -39,6 +41,16 @@ def test_a_successful_login_clears_the_usernames_failures(settings):
     other = Client(REMOTE_ADDR="10.0.0.2")
     for _ in range(settings.DURABLE_LOGIN_ATTEMPTS - 1):
         assert log_in(other, "wrong").status_code == 200  # the count started again
+
+
+def test_a_hostile_username_is_throttled_too_under_a_key_any_cache_accepts(settings):
+    client = Client()
+    hostile = {"username": "a\x00b c" + "x" * 140, "password": "wrong"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheKeyWarning)  # what memcached would refuse
+        answers = [client.post("/accounts/login/", hostile).status_code
+                   for _ in range(settings.DURABLE_LOGIN_ATTEMPTS + 1)]
+    assert answers[-1] == 429 and set(answers[:-1]) == {200}
 
 
 def test_api_calls_beyond_the_users_rate_get_429(monkeypatch):
