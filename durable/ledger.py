@@ -6,7 +6,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
 from durable import metrics
 from durable.downstream import Outcome
@@ -34,12 +33,10 @@ def prepare(db: RunStore, lease: Lease, *, step: str, action: str, business_key:
     """Prepare: the id, the request hash and the ledger row. Nothing is sent."""
     op_id = operation_id(str(lease.run_id), action, business_key)
     req_hash = request_hash(payload)
-    with transaction.atomic():
-        db.fence(lease)
-        row, created = SideEffect.objects.get_or_create(operation_id=op_id, defaults={
-            "run_id": lease.run_id, "step": step, "action_name": action, "business_key": business_key,
-            "downstream": downstream, "request_hash": req_hash, "payload": payload,
-        })
+    row, created = db.prepare_operation(lease, {
+        "operation_id": op_id, "run_id": lease.run_id, "step": step, "action_name": action,
+        "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
+    })
     if not created and row.request_hash != req_hash:
         raise OperationConflict(
             f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
@@ -49,22 +46,21 @@ def prepare(db: RunStore, lease: Lease, *, step: str, action: str, business_key:
 
 
 def _move(db: RunStore, lease: Lease, row: SideEffect, sources: set[Op], target: Op, journal: dict[str, Any] | None,
-          **fields: Any) -> None:
-    with transaction.atomic():
-        db.fence(lease)
-        moved = SideEffect.objects.filter(operation_id=row.operation_id, status__in=sources).update(
-            status=target, updated_at=timezone.now(), **fields)
-        if not moved:
-            raise StaleOperation(f"operation {row.operation_id} is no longer in {sorted(sources)}")
-        if journal is not None:
-            db.journal(lease, JournalEntry.Kind.SIDE_EFFECT, row.step, name=row.action_name,
-                       detail={"operation_id": row.operation_id, "status": target.value, **journal})
-    row.refresh_from_db()
+          *, count_attempt: bool = False, **fields: Any) -> None:
+    detail = None if journal is None else {"operation_id": row.operation_id, "status": target.value, **journal}
+    moved_at = db.move_operation(lease, row, frozenset(sources), target, journal=detail, count_attempt=count_attempt,
+                                 **fields)
+    if moved_at is None:
+        raise StaleOperation(f"operation {row.operation_id} is no longer in {sorted(sources)}")
+    # The row is what the conditional UPDATE made it: no need to read it back.
+    row.status, row.updated_at, row.attempts = target, moved_at, row.attempts + count_attempt
+    for name, value in fields.items():
+        setattr(row, name, value)
 
 
 def mark_started(db: RunStore, lease: Lease, row: SideEffect) -> None:
     """Committed before the downstream is called: from here on, a crash is a STARTED row."""
-    _move(db, lease, row, {Op.PENDING, Op.STARTED, Op.FAILED_RETRYABLE}, Op.STARTED, None, attempts=F("attempts") + 1)
+    _move(db, lease, row, {Op.PENDING, Op.STARTED, Op.FAILED_RETRYABLE}, Op.STARTED, None, count_attempt=True)
 
 
 def commit_success(db: RunStore, lease: Lease, row: SideEffect, outcome: Outcome, *, evidence: str = "") -> None:

@@ -13,7 +13,7 @@ from django.utils import timezone
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE, RunStatus
-from durable.models import Checkpoint, JournalEntry, Run
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
 @dataclass
@@ -150,6 +150,32 @@ class RunStore:
         with transaction.atomic():
             self._fenced(lease, now, lease_expires_at=lease.expiry(now))
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
+
+    # The side-effect ledger's writes (durable.ledger decides what they are).
+
+    def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
+        """The operation's ledger row, inserted PENDING unless it exists: (row, created)."""
+        with transaction.atomic():
+            self.fence(lease)
+            return SideEffect.objects.get_or_create(operation_id=fields["operation_id"], defaults=fields)
+
+    def move_operation(self, lease: Lease, row: SideEffect, sources: frozenset[str], target: str, *,
+                       journal: dict[str, Any] | None, count_attempt: bool = False,
+                       **fields: Any) -> datetime | None:
+        """Move the row from one of `sources` to `target`, journaled when `journal` is given.
+
+        Returns when it moved, or None if the row was no longer in `sources` (then nothing is
+        journaled). `count_attempt` adds one to its attempts.
+        """
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(lease, now, lease_expires_at=lease.expiry(now))
+            attempts = {"attempts": F("attempts") + 1} if count_attempt else {}
+            moved = SideEffect.objects.filter(operation_id=row.operation_id, status__in=sources).update(
+                status=target, updated_at=now, **attempts, **fields)
+            if moved and journal is not None:
+                self._journal(lease, now, JournalEntry.Kind.SIDE_EFFECT, row.step, name=row.action_name, detail=journal)
+        return now if moved else None
 
     def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
         """Checkpoint a completed step and extend the lease, in one transaction."""

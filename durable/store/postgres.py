@@ -1,4 +1,4 @@
-"""Postgres run store: the claim and each step write are one statement in autocommit, one round trip.
+"""Postgres run store: the claim, each step write and each ledger write are one statement in autocommit.
 
 A data-modifying CTE updates the run only if this worker's fencing token still holds and
 feeds the checkpoint INSERT from the updated row: no row, no checkpoint, nothing written.
@@ -8,6 +8,7 @@ one UPDATE; the reads that follow it skip the ORM's query building (about 0.5 ms
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -17,7 +18,7 @@ from django.utils import timezone
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE, RunStatus
-from durable.models import Run
+from durable.models import JournalEntry, Run, SideEffect
 from durable.store.base import BEFORE_CLAIM, Lease, ResumePoint, RunStore, claim_fields, claimed_lease
 
 # The portable claim's rule in one statement: free (no owner, or expired), due, claimable.
@@ -68,6 +69,47 @@ WITH fenced AS (
 INSERT INTO durable_journalentry (run_id, kind, step, call_index, name, result, fencing_token, created_at)
 SELECT id, 'activity', %(step)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(token)s, %(now)s FROM fenced
 """
+
+
+# Every fenced write starts by renewing the lease, and writes nothing if the token no longer holds.
+_FENCE = """
+    UPDATE durable_run SET lease_expires_at = %(lease_expires_at)s, updated_at = %(now)s
+     WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s
+ RETURNING id
+"""
+
+# The row as inserted, or as it was; no row at all when the lease is lost (or in a race the
+# portable path settles).
+_PREPARE_OPERATION_SQL = f"""
+WITH fenced AS ({_FENCE}), inserted AS (
+    INSERT INTO durable_sideeffect (operation_id, run_id, step, action_name, downstream, business_key, request_hash,
+                                    payload, status, external_ref, response_hash, attempts, duplicates_prevented,
+                                    resolution_evidence, created_at, updated_at)
+    SELECT %(operation_id)s, id, %(step)s, %(action_name)s, %(downstream)s, %(business_key)s, %(request_hash)s,
+           %(payload)s::jsonb, 'PENDING', '', '', 0, 0, '', %(now)s, %(now)s FROM fenced
+    ON CONFLICT (operation_id) DO NOTHING
+    RETURNING *
+)
+SELECT inserted.*, true AS created FROM inserted
+ UNION ALL
+SELECT existing.*, false FROM durable_sideeffect AS existing
+ WHERE existing.operation_id = %(operation_id)s AND EXISTS (SELECT FROM fenced)
+"""
+
+_MOVE_OPERATION_SQL = f"""
+WITH fenced AS ({_FENCE}), moved AS (
+    UPDATE durable_sideeffect SET status = %(target)s, updated_at = %(now)s, attempts = attempts + %(attempt)s{{sets}}
+     WHERE operation_id = %(operation_id)s AND status = ANY(%(sources)s) AND EXISTS (SELECT FROM fenced)
+ RETURNING operation_id
+), journaled AS (
+    INSERT INTO durable_journalentry (run_id, kind, step, name, detail, fencing_token, created_at)
+    SELECT %(run_id)s, %(kind)s, %(step)s, %(name)s, %(detail)s::jsonb, %(token)s, %(now)s FROM moved
+     WHERE %(journaled)s
+)
+SELECT (SELECT count(*) FROM fenced), (SELECT count(*) FROM moved)
+"""
+
+_JSON_COLUMNS = frozenset({"payload", "result_json", "last_error"})
 
 
 class PostgresRunStore(RunStore):
@@ -129,6 +171,47 @@ class PostgresRunStore(RunStore):
             "name": name, "result": json.dumps(result), "now": now, "lease_expires_at": lease.expiry(now),
         }
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
+
+    def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
+        params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
+        rows = list(SideEffect.objects.raw(_PREPARE_OPERATION_SQL, params))
+        if not rows:  # the lease is lost, or another transaction inserted the row meanwhile
+            return super().prepare_operation(lease, fields)
+        return rows[0], rows[0].created
+
+    def move_operation(self, lease: Lease, row: SideEffect, sources: frozenset[str], target: str, *,
+                       journal: dict[str, Any] | None, count_attempt: bool = False,
+                       **fields: Any) -> datetime | None:
+        now = timezone.now()
+        params = {
+            **_fence_params(lease, now), "operation_id": row.operation_id, "target": target,
+            "sources": sorted(sources), "attempt": int(count_attempt), "kind": JournalEntry.Kind.SIDE_EFFECT.value,
+            "step": row.step, "name": row.action_name, "detail": _jsonb(journal), "journaled": journal is not None,
+            **{f"set_{SideEffect._meta.get_field(name).column}": _jsonb(value) if name in _JSON_COLUMNS else value
+               for name, value in fields.items()},
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_MOVE_OPERATION_SQL.format(sets=_set_clause(fields)), params)
+            fenced, moved = cursor.fetchone()
+        if not fenced:
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+        return now if moved else None
+
+
+def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
+    return {"run_id": lease.run_id, "token": lease.token, "seq": lease.seq, "now": now,
+            "lease_expires_at": lease.expiry(now)}
+
+
+def _set_clause(fields: dict[str, Any]) -> str:
+    """`, column = %(column)s` for each field: names from the model, so nothing else reaches the SQL."""
+    columns = [SideEffect._meta.get_field(name).column for name in fields]
+    return "".join(f", {c} = %(set_{c})s" + ("::jsonb" if c in _JSON_COLUMNS else "") for c in columns)
+
+
+def _jsonb(value: Any) -> str | None:
+    """What the ORM's JSONField stores: SQL NULL for None, JSON text otherwise."""
+    return None if value is None else json.dumps(value)
 
 
 def _json(text: str | None) -> Any:

@@ -1,4 +1,4 @@
-"""Step writes: fenced, and one commit per plain step on every backend."""
+"""Step and ledger writes: fenced, and one commit per plain step on every backend."""
 import threading
 from datetime import timedelta
 
@@ -10,7 +10,8 @@ from durable import executor, services
 from durable.bench.commits import count_commits
 from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
-from durable.models import Run
+from durable.engine.ledger import OperationStatus as Op
+from durable.models import JournalEntry, Run, SideEffect
 from durable.store import store
 
 
@@ -134,3 +135,93 @@ def test_a_side_effect_costs_three_commits_beyond_its_steps_checkpoint():
     assert run.status == RunStatus.SUCCEEDED
     # claim + 2 step checkpoints + the ledger's PENDING, STARTED and SUCCEEDED writes
     assert counter.commits == 1 + 2 + 3
+
+
+# The ledger's writes: fenced like the steps', one statement each on Postgres
+
+
+def ledger_lease():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    db = store()
+    lease, _ = db.claim(run.id, "w1", 30)
+    return db, lease
+
+
+def operation_fields(lease, op_id="op-1"):
+    return {"operation_id": op_id, "run_id": lease.run_id, "step": "step1", "action_name": "charge",
+            "business_key": "t", "downstream": "payments", "request_hash": "h" * 64, "payload": {"amount": "10.00"}}
+
+
+@pytest.mark.django_db
+def test_preparing_an_operation_inserts_it_pending_once_and_then_returns_it_as_it_is():
+    db, lease = ledger_lease()
+    row, created = db.prepare_operation(lease, operation_fields(lease))
+    assert created and (row.status, row.attempts, row.payload) == (Op.PENDING, 0, {"amount": "10.00"})
+    SideEffect.objects.filter(operation_id="op-1").update(status=Op.STARTED, attempts=1)
+    again, created = db.prepare_operation(lease, operation_fields(lease))
+    assert not created and (again.status, again.attempts, again.request_hash) == (Op.STARTED, 1, "h" * 64)
+    assert SideEffect.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_moving_an_operation_writes_the_fields_and_its_journal_entry_together():
+    db, lease = ledger_lease()
+    row, _ = db.prepare_operation(lease, operation_fields(lease))
+    assert db.move_operation(lease, row, frozenset({Op.PENDING}), Op.STARTED, journal=None, count_attempt=True)
+    moved_at = db.move_operation(lease, row, frozenset({Op.STARTED}), Op.SUCCEEDED, journal={"external_ref": "re_1"},
+                                 external_ref="re_1", result_json={"id": "re_1"}, last_error=None)
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.external_ref, row.result_json) == (Op.SUCCEEDED, 1, "re_1", {"id": "re_1"})
+    assert row.updated_at == moved_at
+    assert SideEffect.objects.filter(operation_id=row.operation_id, last_error__isnull=True).exists()  # SQL NULL
+    [entry] = JournalEntry.objects.filter(run_id=lease.run_id, kind=JournalEntry.Kind.SIDE_EFFECT)
+    assert (entry.step, entry.name, entry.detail, entry.fencing_token) == ("step1", "charge", {"external_ref": "re_1"},
+                                                                            lease.token)
+
+
+@pytest.mark.django_db
+def test_an_operation_no_longer_in_the_expected_status_is_not_moved_nor_journaled():
+    db, lease = ledger_lease()
+    row, _ = db.prepare_operation(lease, operation_fields(lease))
+    SideEffect.objects.filter(operation_id=row.operation_id).update(status=Op.UNKNOWN)  # the sweeper got there first
+    assert db.move_operation(lease, row, frozenset({Op.STARTED}), Op.SUCCEEDED, journal={"x": 1},
+                             external_ref="re_1") is None
+    row.refresh_from_db()
+    assert (row.status, row.external_ref) == (Op.UNKNOWN, "")
+    assert not JournalEntry.objects.filter(kind=JournalEntry.Kind.SIDE_EFFECT).exists()
+
+
+@pytest.mark.django_db
+def test_ledger_writes_refuse_a_stale_token_and_write_nothing():
+    db, lease = ledger_lease()
+    row, _ = db.prepare_operation(lease, operation_fields(lease))
+    Run.objects.filter(id=lease.run_id).update(fencing_token=lease.token + 1)
+    with pytest.raises(LeaseLost):
+        db.prepare_operation(lease, operation_fields(lease, "op-2"))
+    with pytest.raises(LeaseLost):
+        db.move_operation(lease, row, frozenset({Op.PENDING}), Op.STARTED, journal={"x": 1}, count_attempt=True)
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == (Op.PENDING, 0)
+    assert list(SideEffect.objects.values_list("operation_id", flat=True)) == ["op-1"]
+    assert not JournalEntry.objects.filter(kind=JournalEntry.Kind.SIDE_EFFECT).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_ledger_write_is_one_statement_on_postgres():
+    db, lease = ledger_lease()
+    row = None
+
+    def prepare():
+        nonlocal row
+        row, _ = db.prepare_operation(lease, operation_fields(lease))
+
+    writes = [statements_of(prepare),
+              statements_of(lambda: db.move_operation(lease, row, frozenset({Op.PENDING}), Op.STARTED, journal=None,
+                                                      count_attempt=True)),
+              statements_of(lambda: db.move_operation(lease, row, frozenset({Op.STARTED}), Op.SUCCEEDED,
+                                                      journal={"external_ref": "re_1"}, external_ref="re_1"))]
+    if connection.vendor == "postgresql":
+        assert [len(statements) for statements in writes] == [1, 1, 1], writes
+        assert all(statements[0].lstrip().startswith("WITH fenced") for statements in writes)
+    else:  # SQLite: BEGIN, the fence, the ledger row's statements (and the journal entry), COMMIT
+        assert [len(statements) for statements in writes] == [7, 4, 5], writes
