@@ -17,6 +17,8 @@ PHASES = {
     "recorded_calls": "read the recorded activity results",
     "commit_step": "step write (checkpoint)",
     "finish": "last step's write (output, release)",
+    "prepare_operation": "ledger: prepare an operation (PENDING)",
+    "move_operation": "ledger: move it (STARTED, SUCCEEDED)",
 }
 
 

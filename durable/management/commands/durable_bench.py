@@ -57,6 +57,8 @@ class Command(BaseCommand):
         parser.add_argument("--in-process", action="store_true",
                             help="advance the runs in this process (no broker, no worker) and show where a "
                                  "run's time goes: the lease claim, the reads, the step writes, the rest")
+        parser.add_argument("--side-effect", action="store_true",
+                            help="with --in-process: one more step per run, with one side effect")
 
     def handle(self, *args: Any, runs: int, steps: int, workers: int, timeout: float, keep: bool,
                workers_list: str, repeat: int, **options: Any) -> None:
@@ -65,6 +67,8 @@ class Command(BaseCommand):
         comparing = options["compare"]
         if comparing and options["in_process"]:
             raise CommandError("--in-process times durable alone; run it without --compare")
+        if options["side_effect"] and not options["in_process"]:
+            raise CommandError("--side-effect goes with --in-process (--compare runs both phases anyway)")
         if comparing and connection.vendor != "postgresql":
             raise CommandError(f"durable_bench --compare needs Postgres (this database is {connection.vendor}): "
                                "the peers keep their state in Postgres, so all of them must run on the same server. "
@@ -75,7 +79,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         call_command("migrate", verbosity=0, interactive=False)
         if options["in_process"]:
-            self._phases(runs, steps)
+            self._phases(runs, steps, options["side_effect"])
             return
         # A queue of its own: a running demo worker must not take the benchmark's runs.
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
@@ -117,10 +121,12 @@ class Command(BaseCommand):
             delete_runs(run_ids)
         return result
 
-    def _phases(self, runs: int, steps: int) -> None:
-        report, _ = _advance_in_process(bench_workflow(steps), runs)
-        self.stdout.write(f"durable_bench --in-process: {runs} runs x {steps} steps advanced one after another in "
-                          f"this process, database {connection.vendor}")
+    def _phases(self, runs: int, steps: int, side_effect: bool) -> None:
+        workflow = bench_workflow(steps, side_effect=side_effect)
+        report, _ = _advance_in_process(workflow, runs)
+        with_effect = " (one of them with a side effect)" if side_effect else ""
+        self.stdout.write(f"durable_bench --in-process: {runs} runs x {len(workflow.steps)} steps{with_effect} "
+                          f"advanced one after another in this process, database {connection.vendor}")
         self._lines(report.lines())
 
     def _report(self, r: BenchResult, workers: int) -> None:
