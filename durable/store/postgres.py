@@ -60,22 +60,17 @@ INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schem
 SELECT id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
 """
 
-_ACTIVITY_SQL = """
-WITH fenced AS (
-    UPDATE durable_run SET lease_expires_at = %(lease_expires_at)s, updated_at = %(now)s
-     WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s
- RETURNING id
-)
-INSERT INTO durable_journalentry (run_id, kind, step, call_index, name, result, fencing_token, created_at)
-SELECT id, 'activity', %(step)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(token)s, %(now)s FROM fenced
-"""
-
-
-# Every fenced write starts by renewing the lease, and writes nothing if the token no longer holds.
+# A write within a step renews the lease, and writes nothing if the token no longer holds.
 _FENCE = """
     UPDATE durable_run SET lease_expires_at = %(lease_expires_at)s, updated_at = %(now)s
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s
  RETURNING id
+"""
+
+_ACTIVITY_SQL = f"""
+WITH fenced AS ({_FENCE})
+INSERT INTO durable_journalentry (run_id, kind, step, call_index, name, result, fencing_token, created_at)
+SELECT id, 'activity', %(step)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(token)s, %(now)s FROM fenced
 """
 
 # The row as inserted, or as it was; no row at all when the lease is lost (or in a race the
@@ -165,11 +160,8 @@ class PostgresRunStore(RunStore):
         self._write_step(lease, step, "", state, schema_version, finished=True, output=output)
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
-        now = timezone.now()
-        params = {
-            "run_id": lease.run_id, "token": lease.token, "seq": lease.seq, "step": step, "call_index": call_index,
-            "name": name, "result": json.dumps(result), "now": now, "lease_expires_at": lease.expiry(now),
-        }
+        params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
+                  "result": json.dumps(result)}
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
@@ -183,15 +175,14 @@ class PostgresRunStore(RunStore):
                        journal: dict[str, Any] | None, count_attempt: bool = False,
                        **fields: Any) -> datetime | None:
         now = timezone.now()
+        sets, set_params = _set_fields(fields)
         params = {
-            **_fence_params(lease, now), "operation_id": row.operation_id, "target": target,
+            **_fence_params(lease, now), **set_params, "operation_id": row.operation_id, "target": target,
             "sources": sorted(sources), "attempt": int(count_attempt), "kind": JournalEntry.Kind.SIDE_EFFECT.value,
             "step": row.step, "name": row.action_name, "detail": _jsonb(journal), "journaled": journal is not None,
-            **{f"set_{SideEffect._meta.get_field(name).column}": _jsonb(value) if name in _JSON_COLUMNS else value
-               for name, value in fields.items()},
         }
         with connection.cursor() as cursor:
-            cursor.execute(_MOVE_OPERATION_SQL.format(sets=_set_clause(fields)), params)
+            cursor.execute(_MOVE_OPERATION_SQL.format(sets=sets), params)
             fenced, moved = cursor.fetchone()
         if not fenced:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
@@ -203,10 +194,16 @@ def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
             "lease_expires_at": lease.expiry(now)}
 
 
-def _set_clause(fields: dict[str, Any]) -> str:
-    """`, column = %(column)s` for each field: names from the model, so nothing else reaches the SQL."""
-    columns = [SideEffect._meta.get_field(name).column for name in fields]
-    return "".join(f", {c} = %(set_{c})s" + ("::jsonb" if c in _JSON_COLUMNS else "") for c in columns)
+def _set_fields(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """`, column = %(set_column)s` for each ledger field, and its parameters. The columns come from
+    the model, so nothing else reaches the SQL; JSON goes as the ORM would store it."""
+    clause, params = "", {}
+    for name, value in fields.items():
+        column = SideEffect._meta.get_field(name).column
+        is_json = column in _JSON_COLUMNS
+        clause += f", {column} = %(set_{column})s" + ("::jsonb" if is_json else "")
+        params[f"set_{column}"] = _jsonb(value) if is_json else value
+    return clause, params
 
 
 def _jsonb(value: Any) -> str | None:
