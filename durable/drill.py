@@ -128,7 +128,7 @@ class Expectation:
 
 def expectation(point: str, capabilities: Capabilities) -> Expectation:
     """Keys or a lookup settle every crash; without either, a crash once STARTED is UNKNOWN."""
-    blind = not (capabilities.honours_idempotency_keys or capabilities.can_lookup)
+    blind = not capabilities.can_settle
     if blind and point in (AFTER_STARTED, AFTER_DOWNSTREAM):
         # After STARTED the request was not sent yet, but the machine cannot know that.
         return Expectation(ends_unknown=True, armed_effects=1 if point == AFTER_DOWNSTREAM else 0)

@@ -1,4 +1,5 @@
-"""The side-effect ledger's writes. Each is one transaction, fenced by the run's lease."""
+"""The side-effect ledger's writes, each fenced by the run's lease. Prepare and the moves go
+through the run store: one statement each on Postgres, one transaction elsewhere."""
 from __future__ import annotations
 
 import logging

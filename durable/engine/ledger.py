@@ -48,9 +48,14 @@ class Capabilities:
     unknown_on_crash: bool = False
 
     @property
+    def can_settle(self) -> bool:
+        """Can the machine itself find out whether a possibly-sent operation happened?"""
+        return self.honours_idempotency_keys or self.can_lookup
+
+    @property
     def settles_crashes(self) -> bool:
         """Is it said what happens to an operation whose worker crashed mid-call?"""
-        return self.honours_idempotency_keys or self.can_lookup or self.unknown_on_crash
+        return self.can_settle or self.unknown_on_crash
 
 
 def after_failed_call(*, answered: bool, retryable: bool, may_have_happened: bool,
@@ -65,7 +70,7 @@ def after_failed_call(*, answered: bool, retryable: bool, may_have_happened: boo
     """
     if answered and not (retryable and may_have_happened):
         return OperationStatus.FAILED_RETRYABLE if retryable else OperationStatus.FAILED_FINAL
-    if capabilities.honours_idempotency_keys or capabilities.can_lookup:
+    if capabilities.can_settle:
         return OperationStatus.STARTED
     return OperationStatus.UNKNOWN
 
