@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
+from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SecurityEvent, SideEffect
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -60,9 +60,16 @@ class SideEffectAdmin(ReadOnlyAdmin):
 
 @admin.register(OperatorAction)
 class OperatorActionAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "actor", "action", "run", "operation_id", "source", "status_before", "status_after")
+    list_display = ("created_at", "actor_username", "action", "run", "operation_id", "source", "status_before", "status_after")
     list_filter = ("action", "source")
-    search_fields = ("actor__username", "=run__id", "=operation_id")
+    search_fields = ("actor_username", "=run__id", "=operation_id")
+
+
+@admin.register(SecurityEvent)
+class SecurityEventAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "kind", "username", "address", "source", "action", "target")
+    list_filter = ("kind", "source")
+    search_fields = ("username", "=address", "=target")
 
 
 @admin.register(DrillRecord)

@@ -69,6 +69,9 @@ UNKNOWN_OPERATIONS = Counter(
 RECONCILIATIONS = Counter(
     "reconciliation_total", "Decisions on possibly performed operations, by the reconciler or an operator",
     ("action", "outcome"))
+REFUSALS = Counter(
+    "refused_attempt_total", "Attempts refused and written to the security log (durable.security): failed or "
+    "throttled logins, forbidden actions, stale, late or self decisions, bad API tokens", ("kind", "source"))
 
 # The reconciler's decisions (reconciliation.reconciler) and an operator's resolutions.
 OUTCOMES = frozenset({"retry_same_key", "found", "not_found", "unknown", "resolved_succeeded",
@@ -80,6 +83,10 @@ PER_WORKFLOW = (WORKFLOW_RESUMES, RESUME_LATENCY, CHECKPOINT_RESTORE_FAILURES, R
                 ACTIVITY_RETRIES, RETRIES_EXHAUSTED, NON_RETRYABLE_FAILURES)
 PER_ACTION = (DUPLICATES_PREVENTED, IDEMPOTENCY_KEY_HITS, UNKNOWN_OPERATIONS)
 _declared: set[tuple[str, int]] = set()
+
+
+def refused(kind: str, source: str) -> None:
+    REFUSALS.labels(kind, source).inc()
 
 
 def run_resumed(workflow: str, version: int, waited_seconds: float | None) -> None:

@@ -206,6 +206,9 @@ class OperatorAction(models.Model):
     objects = AppendOnlyQuerySet.as_manager()
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT)
+    # The actor as they were when they acted: renaming or removing the user never rewrites history.
+    actor_username = models.CharField(max_length=150, blank=True)
+    actor_user_id = models.CharField(max_length=64, blank=True)
     action = models.CharField(max_length=50)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="operator_actions")
     operation_id = models.CharField(max_length=32, blank=True)
@@ -225,7 +228,7 @@ class OperatorAction(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.actor} {self.action} {self.run_id or self.operation_id}"
+        return f"{self.actor_username or 'system'} {self.action} {self.run_id or self.operation_id}"
 
     def save(self, *args: object, **kwargs: object) -> None:
         if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
@@ -236,6 +239,50 @@ class OperatorAction(models.Model):
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise AppendOnly("audit trail rows cannot be removed")
+
+
+class SecurityEvent(models.Model):
+    """Append-only security log: an attempt that was refused (a login, a decision, an action), by whom and why.
+
+    Refusals change nothing, so they have no place in the audit trail of what operators did; they are
+    kept here so that an attack, or a real user locked out, leaves a trace.
+    """
+
+    class Kind(models.TextChoices):
+        LOGIN_FAILED = "login_failed", "Failed login"
+        LOGIN_THROTTLED = "login_throttled", "Throttled login"
+        FORBIDDEN = "forbidden", "Forbidden action"
+        DECISION_REFUSED = "decision_refused", "Refused decision"
+        TOKEN_REFUSED = "token_refused", "Refused API token"
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    username = models.CharField(max_length=150, blank=True, help_text="as given, or the acting user's at the time")
+    user_id_at_time = models.CharField(max_length=64, blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    source = models.CharField(max_length=50, help_text="api, console, admin, command")
+    action = models.CharField(max_length=50, blank=True, help_text="what was attempted: approve, cancel, login...")
+    target = models.CharField(max_length=100, blank=True, help_text="the run, request or operation it was aimed at")
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["-created_at", "-id"], name="security_created"),
+                   models.Index(fields=["kind", "-created_at"], name="security_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.username or '-'} {self.action} {self.target}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
+            raise AppendOnly("security log rows cannot be changed")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
+        raise AppendOnly("security log rows cannot be removed")
 
 
 class DrillRecord(models.Model):

@@ -54,8 +54,10 @@ def audit(*, user: AbstractBaseUser | None, action: str, run: Run, source: str, 
           status_after: str, reason: str = "", operation_id: str = "", detail: dict[str, Any] | None = None,
           ) -> OperatorAction:
     """Append an operator action to the audit trail, inside the caller's transaction."""
+    actor = acting_user(user)
     return OperatorAction.objects.create(
-        actor=acting_user(user), action=action, run=run, source=source, status_before=status_before,
+        actor=actor, actor_username=actor.get_username() if actor else "", actor_user_id=str(actor.pk) if actor else "",
+        action=action, run=run, source=source, status_before=status_before,
         status_after=status_after, reason=reason, operation_id=operation_id, detail=detail,
     )
 

@@ -61,7 +61,7 @@ def run_timeline(run: Run) -> list[Entry]:
         *(_ledger_row(row) for row in ledger),
         *(_journal(entry, approvals) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
         *(_checkpoint(cp) for cp in run.checkpoints.defer("state")),
-        *(_operator_action(action) for action in run.operator_actions.select_related("actor")),
+        *(_operator_action(action) for action in run.operator_actions.all()),
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
     entries = [replace(e, reconcile=True) if e.operation_id in unresolved else e for e in entries]
@@ -83,7 +83,7 @@ def _checkpoint(cp: Checkpoint) -> Entry:
 
 
 def _operator_action(action: OperatorAction) -> Entry:
-    who = action.actor.get_username() if action.actor else "system"
+    who = action.actor_username or "system"
     summary = f"{who} {action.action} ({action.status_before} → {action.status_after}) from {action.source}"
     detail = {"reason": action.reason, **(action.detail or {})} if action.reason or action.detail else None
     return Entry(action.created_at, EntryKind.OPERATOR, "", summary + (f": {action.reason}" if action.reason else ""),

@@ -188,7 +188,8 @@ def many_actions(monkeypatch):
     actor, run, now = make_user("carol"), new_run(), timezone.now()
     monkeypatch.setattr(timezone, "now", lambda: now)
     OperatorAction.objects.bulk_create(
-        OperatorAction(actor=actor, action="cancel", run=run, source="console", reason=f"r{i:03}") for i in range(205))
+        OperatorAction(actor=actor, actor_username="carol", action="cancel", run=run, source="console",
+                       reason=f"r{i:03}") for i in range(205))
     monkeypatch.undo()
     assert OperatorAction.objects.filter(created_at=now).count() == 205
     return list(OperatorAction.objects.order_by("-id").values_list("reason", flat=True))
