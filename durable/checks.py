@@ -61,6 +61,11 @@ def downstreams_classify_errors(app_configs: Any = None, **kwargs: Any) -> list[
 
 
 @register(DURABLE)
+def workflow_modules_import(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_workflow_imports(registry.import_failures)
+
+
+@register(DURABLE)
 def workflows_declare_versions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return check_declared_versions(registry.all())
 
@@ -229,6 +234,17 @@ def check_declared_versions(workflows: Iterable[Workflow]) -> list[CheckMessage]
                      "model_policy_version= (the releases it runs under), and a version from 1.",
                 obj=f"{wf.name} v{wf.version}", id="durable.W010"))
     return found
+
+
+def check_workflow_imports(failures: dict[str, str]) -> list[CheckMessage]:
+    """durable.E012: every module named in DURABLE_WORKFLOW_MODULES imports."""
+    return [
+        Error(f"workflow module {path} does not import: {why}",
+              hint="Fix the module or remove it from DURABLE_WORKFLOW_MODULES; until then its workflows' runs "
+                   "cannot resume here (they are blocked on their version, never run on other code).",
+              obj=path, id="durable.E012")
+        for path, why in sorted(failures.items())
+    ]
 
 
 def check_versions_in_flight() -> list[CheckMessage]:

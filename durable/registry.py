@@ -1,9 +1,13 @@
 """The workflow registry: every version of every workflow this process can run."""
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 
 from durable.workflow import Workflow
+
+
+log = logging.getLogger("durable.registry")
 
 
 class UnknownWorkflow(LookupError):
@@ -13,6 +17,7 @@ class UnknownWorkflow(LookupError):
 class WorkflowRegistry:
     def __init__(self) -> None:
         self._by_key: dict[tuple[str, int], Workflow] = {}
+        self.import_failures: dict[str, str] = {}  # module path -> why it did not import (durable.E012)
 
     def register(self, workflow: Workflow) -> Workflow:
         key = (workflow.name, workflow.version)
@@ -50,9 +55,20 @@ def register(workflow: Workflow) -> Workflow:
 
 
 def discover(modules: list[str]) -> None:
-    """Import `workflows` modules of installed apps and the modules named in settings."""
+    """Import `workflows` modules of installed apps and the modules named in settings.
+
+    A named module that fails to import is remembered, not raised: the process still starts, so
+    `manage.py check` can name the module and the error (durable.E012) instead of every command
+    dying in a traceback; the runs of its workflows are blocked, never run on other code.
+    """
     from django.utils.module_loading import autodiscover_modules
 
     autodiscover_modules("workflows")
     for path in modules:
-        import_module(path)
+        try:
+            import_module(path)
+        except Exception as exc:  # any error in a workflow module's own code
+            registry.import_failures[path] = f"{type(exc).__name__}: {exc}"
+            log.error("workflow module %s does not import: %s", path, exc)
+        else:
+            registry.import_failures.pop(path, None)

@@ -1,17 +1,67 @@
-"""In-flight runs per workflow version, what can be retired, and what is blocked and why."""
+"""In-flight runs per workflow version, what can be retired, and what is blocked and why.
+
+With --check it is the deploy gate: run with the new code before its workers start, it exits 1
+listing the unfinished runs that code would block (durable.deploy_gate), and 0 when every one
+of them can resume.
+"""
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from durable.deploy_gate import BlockedRun, blocked_runs
 from durable.versions import version_reports
+
+SHOWN_PER_GROUP = 20
 
 
 class Command(BaseCommand):
-    help = "Show in-flight runs per workflow version, which versions can be retired, and blocked runs."
+    help = ("Show in-flight runs per workflow version, which versions can be retired, and blocked runs. "
+            "--check: exit 1 if the workflow code installed here would block any unfinished run.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--check", action="store_true",
+                            help="deploy gate: list the unfinished runs this code would block; exit 1 if any")
+        parser.add_argument("--allow-migratable", action="store_true",
+                            help="with --check: pass when every blocked run has a registered migration that "
+                                 "covers it (an operator then migrates them, audited)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["check"]:
+            self._gate(allow_migratable=options["allow_migratable"])
+        else:
+            self._report()
+
+    def _gate(self, *, allow_migratable: bool) -> None:
+        groups: dict[tuple[str, int], list[BlockedRun]] = defaultdict(list)
+        for blocked in blocked_runs():
+            groups[(blocked.workflow, blocked.version)].append(blocked)
+        if not groups:
+            self.stdout.write(self.style.SUCCESS("deploy gate: every unfinished run can resume on this code"))
+            return
+        uncovered = 0
+        for (workflow, version), runs in sorted(groups.items()):
+            self.stdout.write(self.style.ERROR(f"{workflow} v{version}: {len(runs)} unfinished run(s) would be blocked"))
+            for blocked in runs[:SHOWN_PER_GROUP]:
+                cover = blocked.migration or "no registered migration covers it"
+                self.stdout.write(f"  {blocked.run_id} {blocked.status} at {blocked.step!r}: "
+                                  f"{blocked.refusal.kind}: {blocked.refusal.message}; {cover}")
+            if len(runs) > SHOWN_PER_GROUP:
+                self.stdout.write(f"  ... and {len(runs) - SHOWN_PER_GROUP} more")
+            uncovered += sum(1 for blocked in runs if blocked.migration is None)
+        total = sum(len(runs) for runs in groups.values())
+        if allow_migratable and not uncovered:
+            self.stdout.write(self.style.WARNING(
+                f"deploy gate: {total} run(s) would be blocked, each covered by a registered migration; "
+                "migrate them after the deploy (console or POST /api/runs/migrate-blocked/)"))
+            return
+        raise CommandError(f"deploy gate: {total} unfinished run(s) would be blocked by this code "
+                           f"({uncovered} with no registered migration). Keep the versions they are pinned to "
+                           "registered, or register a migration, before deploying.", returncode=1)
+
+    def _report(self) -> None:
         self.stdout.write(f"{'workflow':<24} {'version':>7} {'registered':<10} {'in flight':>9}  retire?  by status")
         for r in version_reports():
             verdict = "yes" if r.retirable else ("LATEST" if r.latest else "no")
