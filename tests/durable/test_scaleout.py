@@ -1,6 +1,6 @@
 """The scale-out test: four workers and two web processes on Postgres and RabbitMQ, crashing at random.
 
-CI runs it at a smaller size than the README's figures (`manage.py durable_scaleout --runs 2000`).
+CI runs it at a smaller size than the figures in docs/scale-out.md (`manage.py durable_scaleout --runs 2000`).
 The broker is RabbitMQ on 127.0.0.1:5672 unless DURABLE_SCALEOUT_BROKER_URL names another; an
 unreachable broker fails the test.
 """
