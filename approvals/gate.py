@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from durable.engine.approvals import ApprovalStatus, Path, Revalidation, object_hash, snapshot_hash
+from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approvers_needed, object_hash, snapshot_hash
 from durable.engine.errors import AwaitingApproval, NonRetryableError
 from durable.models import JournalEntry
 from durable.store import Lease, RunStore
@@ -27,6 +27,7 @@ MAX_ASKS = 5  # asking again is for facts that moved, not a loop
 Snapshot = dict[str, Any] | Callable[[], dict[str, Any]]
 ApprovalObject = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 Revalidate = Callable[[dict[str, Any]], Revalidation]
+Approvers = int | Callable[[dict[str, Any]], int]  # a number, or the rule that derives it from the snapshot
 
 
 class ApprovalRejected(NonRetryableError):
@@ -45,11 +46,11 @@ class Ask:
     expires_in: timedelta
     on_invalid: Path
     on_expiry: Path
-    approvers: int
+    approvers: Approvers
 
     def __post_init__(self) -> None:
         revalidation_path(self.revalidate)  # refuse a lambda or closure now, not when a human decides
-        if self.approvers < 1:
+        if not callable(self.approvers) and self.approvers < 1:
             raise ValueError("approvers must be at least 1")
         if self.expires_in <= timedelta(0):
             raise ValueError("expires_in must be positive")
@@ -108,6 +109,10 @@ class Gate:
             problems = ("what the step would do differs from what was approved",)
         check = load_revalidation(approved.revalidate)(approved.snapshot)
         problems = problems + check.problems
+        approvers = list(approved.decisions.filter(verdict="approve").values_list("user__username", flat=True))
+        needed = approvers_needed(approved.approvers_required, check.approvers_required)
+        if len(set(approvers)) < needed:
+            problems += (f"the facts now need {needed} approvers; {len(set(approvers))} approved",)
         if problems:
             self._invalidate(approved, check.current, problems)
             return self._take(ask.on_invalid, ask, approved)
@@ -115,7 +120,6 @@ class Gate:
             "event": "approval_used", "request": str(approved.id), "snapshot_hash": approved.snapshot_hash,
             "revalidated": check.current,
         })
-        approvers = list(approved.decisions.filter(verdict="approve").values_list("user__username", flat=True))
         return {"request": str(approved.id), "approved_by": approvers, "object": approved.approval_object,
                 "snapshot_hash": approved.snapshot_hash, "object_hash": approved.object_hash,
                 "decided_at": approved.decided_at.isoformat() if approved.decided_at else None}
@@ -140,7 +144,8 @@ class Gate:
                 workflow_version=self.workflow_version, business_key=self.business_key, snapshot=snapshot,
                 snapshot_hash=snapshot_hash(snapshot), approval_object=approve, object_hash=object_hash(approve),
                 revalidate=revalidation_path(ask.revalidate), on_invalid=ask.on_invalid, on_expiry=ask.on_expiry,
-                approvers_required=ask.approvers, expires_at=timezone.now() + ask.expires_in,
+                approvers_required=approvers_needed(self._approvers(ask, snapshot), check.approvers_required),
+                expires_at=timezone.now() + ask.expires_in,
                 last_check={"current": check.current, "problems": []},
             )
             self._wait(request, "asked" if number == 1 else "asked again")
@@ -165,6 +170,14 @@ class Gate:
                 "current": current,
             })
         request.status, request.reason = ApprovalStatus.INVALIDATED, reason
+
+    @staticmethod
+    def _approvers(ask: Ask, snapshot: dict[str, Any]) -> int:
+        """Derived from the snapshot this very request shows, at every ask (the first and each one after)."""
+        count = ask.approvers(snapshot) if callable(ask.approvers) else ask.approvers
+        if count < 1:
+            raise ValueError(f"the {ask.kind} approval's rule asked for {count} approvers; at least 1 is needed")
+        return count
 
     @staticmethod
     def _object(ask: Ask, snapshot: dict[str, Any]) -> dict[str, Any]:

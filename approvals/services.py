@@ -17,6 +17,8 @@ from uuid import UUID
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.db.models.functions import Now
+from django.http import HttpRequest
 from django.utils import timezone
 
 from approvals.gate import load_revalidation
@@ -29,11 +31,13 @@ from durable.engine.approvals import (
     Revalidation,
     Tally,
     Verdict,
+    approvers_needed,
     check_decider,
 )
 from durable.engine.errors import classify
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, Run
+from durable.models import JournalEntry, Run, SecurityEvent
+from durable.security import record_refusal
 from durable.services import Conflict, Forbidden, InvalidInput, Unavailable, audit
 
 log = logging.getLogger("durable.approvals")
@@ -51,9 +55,22 @@ def revalidate(request: ApprovalRequest) -> Revalidation:
 
 
 def decide(*, request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict | str, snapshot_hash: str,
-           reason: str = "", source: str) -> ApprovalRequest:
-    """Approve or reject `request_id` as `user`, who saw the snapshot with `snapshot_hash`."""
-    verdict = Verdict(verdict)
+           reason: str = "", source: str, http_request: HttpRequest | None = None) -> ApprovalRequest:
+    """Approve or reject `request_id` as `user`, who saw the snapshot with `snapshot_hash`.
+
+    A decision refused as stale, late or already made (Conflict, 409) is written to the security log;
+    a forbidden one (403) is logged where every 403 answer is.
+    """
+    try:
+        return _decide(request_id, user, Verdict(verdict), snapshot_hash, reason, source)
+    except Conflict as exc:
+        record_refusal(kind=SecurityEvent.Kind.DECISION_REFUSED, source=source, reason=str(exc), request=http_request,
+                       user=user, action=Verdict(verdict).value, target=request_id)
+        raise
+
+
+def _decide(request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict, snapshot_hash: str, reason: str,
+            source: str) -> ApprovalRequest:
     request = ApprovalRequest.objects.select_related("run").get(id=request_id)
     if not user.has_perm(DECIDE_PERMISSION):
         raise Forbidden("you need the approver role to decide approvals")
@@ -77,7 +94,8 @@ def decide(*, request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict |
 def _record(request: ApprovalRequest, user: AbstractBaseUser, verdict: Verdict, seen_hash: str, reason: str,
             check: Revalidation, source: str) -> ApprovalRequest:
     approvers = frozenset(request.decisions.filter(verdict=Verdict.APPROVE).values_list("user__username", flat=True))
-    tally = Tally(request.approvers_required, approvers)
+    required = approvers_needed(request.approvers_required, check.approvers_required)
+    tally = Tally(required, approvers)
     starter = request.run.created_by.get_username() if request.run.created_by else None
     try:
         check_decider(user=user.get_username(), run_starter=starter, tally=tally, verdict=verdict)
@@ -90,23 +108,27 @@ def _record(request: ApprovalRequest, user: AbstractBaseUser, verdict: Verdict, 
     now = timezone.now()
     with transaction.atomic():
         final = {"decided_at": now, "decided_by": user, "reason": reason} if target != ApprovalStatus.PENDING else {}
+        # The database's clock judges the deadline, in the statement that records the decision: nothing is
+        # approved at or after expires_at, whatever the sweeper has (not yet) done (invariant 10).
         moved = ApprovalRequest.objects.filter(
             id=request.id, status=ApprovalStatus.PENDING, approvals_count=request.approvals_count,
-        ).update(status=target, approvals_count=F("approvals_count") + counted,
+            expires_at__gt=Now(),
+        ).update(status=target, approvals_count=F("approvals_count") + counted, approvers_required=required,
                  last_check={"current": check.current, "problems": []}, **final)
-        if not moved:
-            raise _lost_race(request)
-        ApprovalDecision.objects.create(request=request, user=user, verdict=verdict, reason=reason,
-                                        snapshot_hash=seen_hash)
-        detail = {"request": str(request.id), "kind": request.kind, "verdict": verdict.value,
-                  "snapshot_hash": seen_hash, "object_hash": request.object_hash,
-                  "approvals": request.approvals_count + counted,
-                  "approvers_required": request.approvers_required, "status": target.value}
-        audit(user=user, action=verdict.value, run=request.run, source=source, status_before=ApprovalStatus.PENDING,
-              status_after=target, reason=reason, detail=detail)
-        _journal(request, {"event": f"{verdict.value}d by {user.get_username()}", **detail})
-        if target != ApprovalStatus.PENDING:
-            _wake(request.run_id)
+        if moved:
+            ApprovalDecision.objects.create(request=request, user=user, verdict=verdict, reason=reason,
+                                            snapshot_hash=seen_hash)
+            detail = {"request": str(request.id), "kind": request.kind, "verdict": verdict.value,
+                      "snapshot_hash": seen_hash, "object_hash": request.object_hash,
+                      "approvals": request.approvals_count + counted,
+                      "approvers_required": required, "status": target.value}
+            audit(user=user, action=verdict.value, run=request.run, source=source, status_before=ApprovalStatus.PENDING,
+                  status_after=target, reason=reason, detail=detail)
+            _journal(request, {"event": f"{verdict.past_tense} by {user.get_username()}", **detail})
+            if target != ApprovalStatus.PENDING:
+                _wake(request.run_id)
+    if not moved:  # raised outside the atomic block, so that expiring the request on the way is kept
+        raise _refused_write(request)
     request.refresh_from_db()
     return request
 
@@ -134,8 +156,19 @@ def _check_not_starter(request: ApprovalRequest, user: AbstractBaseUser, verdict
 def _check_still_open(request: ApprovalRequest) -> None:
     if request.status != ApprovalStatus.PENDING:
         raise Conflict(_what_happened(request), current=request.status, **_newer(request))
+    if expire(request.id):  # past its deadline, swept or not: refused before the facts are even re-read
+        raise Conflict(_what_happened(ApprovalRequest.objects.get(id=request.id)), current=ApprovalStatus.EXPIRED,
+                       **_newer(request))
     if request.run.status != RunStatus.WAITING_APPROVAL:
         raise Conflict(f"the run is {request.run.status}; there is nothing to decide", current=request.status)
+
+
+def _refused_write(request: ApprovalRequest) -> Conflict:
+    """Why the decision's UPDATE matched nothing: the deadline passed, or someone decided first."""
+    if expire(request.id):
+        return Conflict(_what_happened(ApprovalRequest.objects.get(id=request.id)), current=ApprovalStatus.EXPIRED,
+                        **_newer(request))
+    return _lost_race(request)
 
 
 def _lost_race(request: ApprovalRequest) -> Conflict:
@@ -195,20 +228,27 @@ def invalidate(request: ApprovalRequest, check: Revalidation, *, user: AbstractB
 
 def expire_due(limit: int = 500) -> list[UUID]:
     """Expire pending requests past their deadline; each run wakes to take its expiry path."""
-    now = timezone.now()
-    due = list(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now)
-               .order_by("expires_at").values_list("id", "run_id", "step", "kind", "on_expiry")[:limit])
-    expired = []
-    for request_id, run_id, step, kind, path in due:
-        with transaction.atomic():
-            moved = ApprovalRequest.objects.filter(id=request_id, status=ApprovalStatus.PENDING).update(
-                status=ApprovalStatus.EXPIRED, decided_at=now, reason="no decision before it expired")
-            if moved:
-                _journal_at(run_id, step, {"event": "expired", "request": str(request_id), "kind": kind, "path": path},
-                            at=now)
-                _wake(run_id)
-                expired.append(request_id)
-    return expired
+    due = list(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=Now())
+               .order_by("expires_at").values_list("id", flat=True)[:limit])
+    return [request_id for request_id in due if expire(request_id)]
+
+
+def expire(request_id: UUID) -> bool:
+    """Expire one pending request whose deadline has passed by the database's clock, and wake its run to take
+    the expiry path: the sweeper's way and a late decider's way are this one. False if it was not due or not
+    pending any more."""
+    with transaction.atomic():
+        moved = ApprovalRequest.objects.filter(id=request_id, status=ApprovalStatus.PENDING,
+                                               expires_at__lte=Now()).update(
+            status=ApprovalStatus.EXPIRED, decided_at=Now(), reason="no decision before it expired")
+        if not moved:
+            return False
+        request = ApprovalRequest.objects.get(id=request_id)
+        _journal_at(request.run_id, request.step, {"event": "expired", "request": str(request_id),
+                                                   "kind": request.kind, "path": request.on_expiry},
+                    at=request.decided_at)
+        _wake(request.run_id)
+    return True
 
 
 def close_for_run(run: Run, why: str) -> int:

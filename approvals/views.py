@@ -103,7 +103,8 @@ def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
         return _answer(request, approval, HTTPStatus.BAD_REQUEST, form=form,
                        outcome=Outcome("error", "Nothing was decided: the form is incomplete."))
     try:
-        decided = services.decide(request_id=approval.id, user=request.user, source="console", **form.cleaned_data)
+        decided = services.decide(request_id=approval.id, user=request.user, source="console", http_request=request,
+                                  **form.cleaned_data)
     except tuple(REFUSALS) as exc:
         return _refused(request, approval, form, exc)
     outcome = Outcome("success", _what_now(decided))

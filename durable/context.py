@@ -74,7 +74,8 @@ class StepContext:
     def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],
                          approve: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
                          revalidate: Callable[[dict[str, Any]], Any], expires_in: timedelta,
-                         on_invalid: str = "ask_again", on_expiry: str = "fail", approvers: int = 1) -> dict[str, Any]:
+                         on_invalid: str = "ask_again", on_expiry: str = "fail",
+                         approvers: int | Callable[[dict[str, Any]], int] = 1) -> dict[str, Any]:
         """Pause the run until a human decides; return the approval once it still holds.
 
         `snapshot` (a dict, or a function reading it fresh) is what the approver sees; `approve`

@@ -84,6 +84,7 @@ class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         payload.is_valid(raise_exception=True)
         with service_errors():
             decided = services.decide(request_id=approval.id, user=request.user, verdict=verdict, source="api",
+                                      http_request=request,
                                       **payload.validated_data)
         return Response(ApprovalDetailSerializer(decided).data)
 

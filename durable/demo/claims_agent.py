@@ -16,7 +16,13 @@ from pydantic import BaseModel, Field
 from durable import NonRetryableError, RetryPolicy, Workflow, register
 from durable.demo import downstreams
 from durable.demo.llm import planner_model
-from durable.demo.refund_checks import approvers_for, refund_facts, refund_to_approve, revalidate_refund
+from durable.demo.refund_checks import (
+    approvers_for,
+    refund_approvers,
+    refund_facts,
+    refund_to_approve,
+    revalidate_refund,
+)
 
 
 class ClaimInput(BaseModel):
@@ -155,7 +161,7 @@ def approval(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
         expires_in=timedelta(days=3),
         on_invalid="ask_again",
         on_expiry="fail",
-        approvers=(state.risk or {}).get("approvers_required", 1),
+        approvers=refund_approvers,  # from the snapshot this request shows, at every ask
     )
     return state
 

@@ -27,6 +27,11 @@ def approvers_for(amount: str) -> int:
     return 2 if Decimal(amount) > TWO_APPROVERS_ABOVE else 1
 
 
+def refund_approvers(snapshot: dict[str, Any]) -> int:
+    """How many approvers the refund these facts call for needs: the one rule for every ask and decision."""
+    return approvers_for(refund_to_approve(snapshot)["amount"])
+
+
 def revalidate_refund(snapshot: dict[str, Any]) -> Revalidation:
     """Is the order still unrefunded, and is its amount what the approver saw?"""
     current = refund_facts(snapshot["order_id"])
@@ -37,4 +42,4 @@ def revalidate_refund(snapshot: dict[str, Any]) -> Revalidation:
         problems.append(f"the order amount changed from {snapshot['amount']} to {current['amount']}")
     if current["currency"] != snapshot["currency"]:
         problems.append(f"the currency changed from {snapshot['currency']} to {current['currency']}")
-    return Revalidation(current=current, problems=tuple(problems))
+    return Revalidation(current=current, problems=tuple(problems), approvers_required=refund_approvers(current))

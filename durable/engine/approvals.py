@@ -48,6 +48,11 @@ class Verdict(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
 
+    @property
+    def past_tense(self) -> str:
+        """The word the journal and timeline use: "approved", "rejected"."""
+        return {Verdict.APPROVE: "approved", Verdict.REJECT: "rejected"}[self]
+
 
 def snapshot_hash(snapshot: dict[str, Any]) -> str:
     return request_hash({"snapshot": snapshot})
@@ -63,6 +68,9 @@ class Revalidation:
 
     current: dict[str, Any]
     problems: tuple[str, ...] = ()
+    # How many distinct approvers the current facts call for (the workflow's own rule applied to `current`);
+    # None when the workflow's count does not depend on the facts.
+    approvers_required: int | None = None
 
     @property
     def holds(self) -> bool:
@@ -80,6 +88,12 @@ def differences(snapshot: dict[str, Any], current: dict[str, Any]) -> list[Diffe
     """Top-level keys whose value differs between the snapshot and the current values."""
     keys = list(snapshot) + [k for k in current if k not in snapshot]
     return [Difference(k, snapshot.get(k), current.get(k)) for k in keys if snapshot.get(k) != current.get(k)]
+
+
+def approvers_needed(recorded: int, revalidated: int | None) -> int:
+    """What a decision needs: the count the request was asked with, raised (never lowered) to what the facts
+    re-read at decision time call for. An amount that grew under a request cannot be paid on fewer eyes."""
+    return max(recorded, revalidated or 0)
 
 
 @dataclass(frozen=True)
