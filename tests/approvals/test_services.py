@@ -23,16 +23,6 @@ pytestmark = pytest.mark.django_db
 APPROVE = "approvals.decide_approvalrequest"
 
 
-@pytest.fixture
-def ann(db):
-    return make_user("ann", APPROVE)
-
-
-@pytest.fixture
-def bob(db):
-    return make_user("bob", APPROVE)
-
-
 def refunds(sandbox):
     return sandbox.state.list_refunds()
 

@@ -20,16 +20,6 @@ pytestmark = pytest.mark.django_db
 APPROVE = "approvals.decide_approvalrequest"
 
 
-@pytest.fixture
-def ann(db):
-    return make_user("ann", APPROVE)
-
-
-@pytest.fixture
-def bob(db):
-    return make_user("bob", APPROVE)
-
-
 def refused_decisions() -> list[SecurityEvent]:
     return list(SecurityEvent.objects.filter(kind=SecurityEvent.Kind.DECISION_REFUSED).order_by("id"))
 
