@@ -270,7 +270,7 @@ def seed_orders(sandbox: SandboxServer, prefix: str, runs: int) -> list[str]:
 def _start_run(workflow: str, version: int | None, order_id: str) -> UUID:
     run, _ = services.start_run(workflow=workflow, version=version, business_key=order_id, enqueue=True, input={
         "order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it",
-    })
+    }, allow_older_version=True)
     return run.id
 
 

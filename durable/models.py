@@ -71,6 +71,10 @@ class Run(models.Model):
             ("retry_run", "Can retry runs now"),
             ("resume_run", "Can resume runs"),
             ("migrate_run", "Can migrate runs to a newer workflow version"),
+            # Older versions stay registered to finish the runs pinned to them; starting a new run on one (which
+            # may lack a step the current version has, such as an approval) is a separate, audited permission,
+            # given to no role: superusers and explicit grants only.
+            ("start_older_version", "Can start a run on an older workflow version than the current one"),
         ]
 
     def __str__(self) -> str:

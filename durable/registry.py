@@ -33,6 +33,10 @@ class WorkflowRegistry:
         except KeyError:
             raise UnknownWorkflow(f"this process has no workflow {name!r} version {version}") from None
 
+    def current(self, name: str) -> Workflow:
+        """The version new runs start on: the newest registered. Older ones only finish their runs."""
+        return self.latest(name)
+
     def latest(self, name: str) -> Workflow:
         versions = [wf for (n, _), wf in self._by_key.items() if n == name]
         if not versions:

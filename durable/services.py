@@ -16,6 +16,7 @@ from durable.engine.ids import canonical_json, request_hash
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.models import Checkpoint, OperatorAction, Run
 from durable.registry import UnknownWorkflow, registry
+from durable.workflow import Workflow
 
 
 class ServiceError(Exception):
@@ -70,19 +71,20 @@ def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
     return errors
 
 
+START_OLDER_VERSION = "durable.start_older_version"
+
+
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
-              user: AbstractBaseUser | None = None, enqueue: bool = True,
-              version: int | None = None) -> tuple[Run, bool]:
-    """Start a run of the newest registered version of `workflow`; returns (run, created).
+              user: AbstractBaseUser | None = None, enqueue: bool = True, version: int | None = None,
+              reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
+    """Start a run of the current version of `workflow`; returns (run, created).
 
     With an idempotency key, a retried request returns the run the first one started.
-    `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later);
-    `version` starts an older registered version instead of the newest.
+    `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later).
+    `version` chooses an older registered version: that needs START_OLDER_VERSION and is audited with `reason`
+    (or, for in-process tools and tests only, `allow_older_version`; nothing a client sends sets it).
     """
-    try:
-        definition = registry.latest(workflow) if version is None else registry.get(workflow, version)
-    except UnknownWorkflow as exc:
-        raise InvalidInput({"workflow": [str(exc)]}) from None
+    definition, by_permission = _version_to_start(workflow, version, user, allow_older_version)
     try:
         data = definition.input.model_validate(input)
     except ValidationError as exc:
@@ -105,6 +107,10 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 run=run, seq=0, step="", next_step=definition.first_step, state=state,
                 state_schema_version=definition.checkpoint_schema_version, created_at=run.created_at,
             )
+            if by_permission:
+                audit(user=user, action="start_older_version", run=run, source=source, status_before="",
+                      status_after=run.status, reason=reason,
+                      detail={"version": definition.version, "current_version": registry.current(workflow).version})
             if enqueue:
                 dispatch.enqueue_on_commit(run.id)
     except IntegrityError:
@@ -115,6 +121,30 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 return existing, False
         raise
     return run, True
+
+
+def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser | None,
+                      allow_older_version: bool) -> tuple[Workflow, bool]:
+    """The workflow version a new run starts on, and whether a person's permission to start an older version
+    than the current one was used (invariant 12): that start is audited."""
+    try:
+        current = registry.current(workflow)
+    except UnknownWorkflow as exc:
+        raise InvalidInput({"workflow": [str(exc)]}) from None
+    if version is None or version == current.version:
+        return current, False
+    try:
+        chosen = registry.get(workflow, version)
+    except UnknownWorkflow:
+        raise InvalidInput({"version": [f"{workflow} has no registered version {version}; "
+                                        f"the current one is {current.version}"]}) from None
+    if allow_older_version:
+        return chosen, False
+    if not (user is not None and user.has_perm(START_OLDER_VERSION)):
+        raise Forbidden(f"{workflow} v{version} only finishes the runs pinned to it; new runs start on the current "
+                        f"version, v{current.version}. Starting an older version needs the "
+                        f"{START_OLDER_VERSION} permission")
+    return chosen, True
 
 
 def _run_for_key(key: str, fingerprint: str) -> Run | None:

@@ -14,13 +14,14 @@ from urllib.parse import urlencode
 import pytest
 from django.conf import settings
 from django.test import Client
+from rest_framework.test import APIClient
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from durable.api.serializers import MAX_JSON_DEPTH
 from durable.models import OperatorAction, Run
 from durable.roles import ADMIN
-from tests.conftest import user_with_roles
+from tests.conftest import ALL_RUN_PERMS, make_user, user_with_roles
 from tests.durable import version_workflows as vw
 from tests.endpoints import (
     START,
@@ -230,7 +231,9 @@ def test_a_run_input_is_bounded_by_the_body_limit_and_by_its_workflows_input_mod
     assert refusal(post_json(api, runs, {**START, "input": too_long}), "input", "customer_message") == ""
     uncapped = {"workflow": vw.NAME, "version": 1, "business_key": "big", "input": {"order_id": ""}}
     order_id = "o" * (LIMIT - len(json.dumps(uncapped)))  # the body is exactly the limit
-    response = post_json(api, runs, {**uncapped, "input": {"order_id": order_id}})
+    older = APIClient()  # v1 of the test workflow takes an uncapped input; starting it needs its permission
+    older.force_authenticate(make_user("older-starter", *ALL_RUN_PERMS, "durable.start_older_version"))
+    response = post_json(older, runs, {**uncapped, "input": {"order_id": order_id}})
     assert response.status_code == 201, response.content[:300]
     assert Run.objects.get(id=response.json()["id"]).input["order_id"] == order_id
 

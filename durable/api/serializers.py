@@ -55,8 +55,13 @@ class StartRunSerializer(serializers.Serializer):
     workflow = serializers.CharField(max_length=100)
     input = TextJSONField()
     business_key = serializers.CharField(max_length=200)
-    version = serializers.IntegerField(min_value=1, required=False,
-                                       help_text="a registered version to start; the newest when left out")
+    version = serializers.IntegerField(
+        min_value=1, required=False,
+        help_text="leave out to start the workflow's current version (the newest). Older versions only finish "
+                  "the runs pinned to them: starting one needs the durable.start_older_version permission "
+                  "(403 without it) and is audited with `reason`")
+    reason = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="",
+                                   help_text="why an older version is started (recorded in the audit trail)")
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
                                             help_text="or the Idempotency-Key header: a retry returns the same run")
 

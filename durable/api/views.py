@@ -80,7 +80,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         with service_errors():
             run, created = services.start_run(
                 workflow=data["workflow"], input=data["input"], business_key=data["business_key"],
-                idempotency_key=key, user=request.user, version=data.get("version"),
+                idempotency_key=key, user=request.user, version=data.get("version"), reason=data["reason"],
+                source="api",
             )
         body = RunSerializer(run, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -15,7 +15,7 @@ def start_claim(order_id: str = "ORD-1001", message: str | None = None, version:
     """A claims run; version 1 by default, which runs to the end without asking anyone."""
     message = message or REFUND_MESSAGE.format(order_id=order_id)
     run, _ = services.start_run(workflow="claims-agent", input={"order_id": order_id, "customer_message": message},
-                                business_key=order_id, version=version)
+                                business_key=order_id, version=version, allow_older_version=True)
     return run
 
 

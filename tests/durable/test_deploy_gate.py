@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 
 def start_v1() -> Run:
-    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b", enqueue=False)
+    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b", enqueue=False, allow_older_version=True)
     return run
 
 
@@ -110,7 +110,7 @@ def test_finished_runs_do_not_count(deploy):
 ])
 def test_the_pipeline_step_as_documented_reads_the_code_installed_in_its_own_process(installed, exit_code):
     services.start_run(workflow=DEPLOYED, version=1, business_key="ORD-1", input={"order_id": "ORD-1"},
-                       enqueue=False)
+                       enqueue=False, allow_older_version=True)
     env = child_environment({"DURABLE_WORKFLOW_MODULES": installed})
     gate = subprocess.run([sys.executable, "manage.py", "durable_versions", "--check"], env=env,
                           cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=120)

@@ -28,7 +28,7 @@ V1_AND_V2 = {"DURABLE_WORKFLOW_MODULES": "tests.durable.deploys.v1,tests.durable
 def paused_v1_run(worker_log_dir) -> tuple[Run, ApprovalRequest]:
     """A v1 run, started before deploy 2, waiting at its approval; the v1 worker is gone after."""
     with WorkerProcess(env=V1_ONLY, log_path=worker_log_dir / "deploy-1.log", name="deploy-1"):
-        run, _ = services.start_run(workflow=NAME, version=1, business_key="ORD-1001", input={"order_id": "ORD-1001"})
+        run, _ = services.start_run(workflow=NAME, version=1, business_key="ORD-1001", input={"order_id": "ORD-1001"}, allow_older_version=True)
         wait_for(lambda: status_of(run.id) == RunStatus.WAITING_APPROVAL, what="the v1 run to wait for approval")
     return run, ApprovalRequest.objects.get(run=run, status="PENDING")
 

@@ -30,7 +30,7 @@ def fresh_probe():
 
 def start_claim(order_id="ORD-1001"):
     run, _ = services.start_run(workflow="claims-agent", version=1, input={"order_id": order_id, "customer_message": REFUND},
-                                business_key=order_id)
+                                business_key=order_id, allow_older_version=True)
     return run
 
 

@@ -118,7 +118,7 @@ def deploy(monkeypatch):
 
 
 def start_v1():
-    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b")
+    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b", allow_older_version=True)
     return run
 
 

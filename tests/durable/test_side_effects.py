@@ -383,7 +383,7 @@ def test_retries_exhausted_on_an_ambiguous_refund_leave_it_unknown_never_failed(
 
     sandbox.state.arm_fault("payments", "drop_after_success", 10)
     run, _ = services.start_run(workflow="claims-agent", version=1, business_key="ORD-1001", input={
-        "order_id": "ORD-1001", "customer_message": "Refund ORD-1001 please, it broke"})
+        "order_id": "ORD-1001", "customer_message": "Refund ORD-1001 please, it broke"}, allow_older_version=True)
     for _ in range(10):
         executor.advance(run.id)
         Run.objects.filter(id=run.id).update(next_attempt_at=None)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def start_v1() -> Run:
-    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b")
+    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b", allow_older_version=True)
     return run
 
 

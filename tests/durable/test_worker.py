@@ -10,17 +10,18 @@ from durable import dispatch, services
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
 from durable.processes import WorkerProcess
+from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.workflows import calls_in
 from tests.waiting import status_of, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_claims_run_started_through_the_api_completes_on_a_worker(session_worker, sandbox, operator):
-    client = APIClient()
-    client.force_authenticate(operator)
+def test_a_claims_run_started_through_the_api_completes_on_a_worker(session_worker, sandbox):
+    client = APIClient()  # v1 has no approval step: starting it is an explicit, audited permission
+    client.force_authenticate(make_user("v1-starter", *ALL_RUN_PERMS, "durable.start_older_version"))
     response = client.post("/api/runs/", {
-        "workflow": "claims-agent", "version": 1, "business_key": "ORD-1001",
+        "workflow": "claims-agent", "version": 1, "business_key": "ORD-1001", "reason": "worker test",
         "input": {"order_id": "ORD-1001", "customer_message": "ORD-1001 arrived broken, refund please"},
     }, format="json")
     assert response.status_code == 201, response.data
@@ -107,7 +108,7 @@ def test_two_workers_with_every_message_delivered_twice_make_each_effect_and_che
     with WorkerProcess(env=twice, log_path=worker_log_dir / "twice-a.log", name="twice-a"), \
             WorkerProcess(env=twice, log_path=worker_log_dir / "twice-b.log", name="twice-b"):
         runs = [services.start_run(workflow="claims-agent", version=1, business_key=order_id, input={
-            "order_id": order_id, "customer_message": f"Refund {order_id} please, it broke"})[0] for order_id in orders]
+            "order_id": order_id, "customer_message": f"Refund {order_id} please, it broke"}, allow_older_version=True)[0] for order_id in orders]
         for run in runs:
             wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
     counts = sandbox.state.calls_snapshot()

@@ -79,7 +79,7 @@ def test_a_retry_and_a_failure_say_the_attempt_and_the_error(calls_file):
 
 
 def test_a_blocked_run_shows_the_refusal_and_the_audited_migration(monkeypatch):
-    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b")
+    run, _ = services.start_run(workflow=vw.NAME, version=1, input={}, business_key="b", allow_older_version=True)
     Run.objects.filter(id=run.id).update(current_step="b")
     Checkpoint.objects.filter(run=run).update(next_step="b")
     monkeypatch.delitem(registry._by_key, (vw.NAME, 1))

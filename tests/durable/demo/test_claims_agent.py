@@ -29,7 +29,7 @@ def llm_planner(sandbox, settings):
 
 def start(order_id="ORD-1001", message=REFUND):
     run, _ = services.start_run(workflow="claims-agent", version=1, input={"order_id": order_id, "customer_message": message},
-                                business_key=order_id)
+                                business_key=order_id, allow_older_version=True)
     return run
 
 
