@@ -25,6 +25,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_safe
 
 from durable.console.rendering import fragment_or_page, next_page_link
+from durable.console.spreadsheet import inert
 from durable.models import OperatorAction
 
 VIEW = "durable.view_operatoraction"
@@ -34,8 +35,6 @@ LOOKUPS = {"actor": "actor_username", "action": "action", "source": "source", "r
            "operation_id": "operation_id"}
 CSV_COLUMNS = ["when", "actor", "action", "run", "operation_id", "source", "status_before", "status_after",
                "reason", "detail"]
-# A cell starting like a formula runs as one in a spreadsheet (CSV injection); a leading quote keeps it text.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class AuditFilters(forms.Form):
@@ -128,7 +127,7 @@ def export(request: HttpRequest) -> HttpResponse:
     if not filters.is_valid():
         return HttpResponseBadRequest(f"Nothing was exported; correct the filters:\n{filters.errors.as_text()}\n",
                                       content_type="text/plain; charset=utf-8")
-    writer = csv.writer(_Echo())
+    writer = csv.writer(_Echo(), quoting=csv.QUOTE_ALL)  # every field quoted: a separator inside stays inside
     lines = chain([CSV_COLUMNS], map(_csv_line, filters.trail().iterator(chunk_size=1000)))
     # Streamed: a long trail is written as it is read, never held whole in memory.
     response = StreamingHttpResponse((writer.writerow(line) for line in lines), content_type="text/csv; charset=utf-8")
@@ -148,8 +147,4 @@ def _csv_line(action: OperatorAction) -> list[str]:
     values = [action.created_at.isoformat(), action.actor_username, action.action,
               str(action.run_id or ""), action.operation_id, action.source, action.status_before,
               action.status_after, action.reason, detail]
-    return [_as_text(value) for value in values]
-
-
-def _as_text(value: str) -> str:
-    return f"'{value}" if value.startswith(FORMULA_STARTS) else value
+    return [inert(value) for value in values]

@@ -235,6 +235,14 @@ def test_a_reason_that_looks_like_a_formula_is_exported_as_text(auditor, trail):
     assert dict(zip(HEADER, lines[1]))["reason"] == "'=seen in the outbox"
 
 
+def test_every_field_is_quoted_and_a_formula_after_a_separator_is_inert(auditor, trail):
+    OperatorAction.objects.create(action="cancel", run=trail["retried"], source="console", reason="x;=1+1")
+    body = b"".join(auditor.get(export_url(action="cancel")).streaming_content).decode()
+    rows = body.splitlines()
+    assert all(row.startswith('"') and row.endswith('"') for row in rows)
+    assert '"x;\'=1+1"' in body
+
+
 def test_the_export_honours_the_filters(auditor, trail):
     lines = exported(auditor.get(export_url(actor="alice")))
     assert len(lines) == 2 and dict(zip(HEADER, lines[1]))["reason"] == "duplicate order"
