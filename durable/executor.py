@@ -179,7 +179,7 @@ def _handle_step_error(db: RunStore, lease: Lease, workflow: Workflow, step: str
     policy = workflow.retry_policy_for(step)
     error = {**verdict.as_json(), "step": step, "attempt": attempts_made}
     if verdict.retryable and policy.allows_another(attempts_made):
-        delay = policy.delay(attempts_made)
+        delay = policy.delay(attempts_made, retry_after=verdict.retry_after)
         db.schedule_retry(lease, step, attempts_made, delay, error)
         metrics.retry_scheduled(workflow.name, workflow.version)
         log.info("step %s failed (%s); retry %d in %.2fs", step, verdict.kind, attempts_made + 1, delay)

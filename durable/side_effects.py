@@ -93,7 +93,9 @@ def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Dow
         ledger.mark_failed(db, lease, row, retryable=verdict.retryable, error=verdict.as_json())
         # The step's retry policy must read the error as the adapter did, not by durable's HTTP rules.
         error_type = RetryableError if verdict.retryable else NonRetryableError
-        raise error_type(f"{row.action_name} on {downstream.name}: {verdict.message}", kind=verdict.kind) from exc
+        extra = {"retry_after": verdict.retry_after} if verdict.retryable else {}
+        raise error_type(f"{row.action_name} on {downstream.name}: {verdict.message}", kind=verdict.kind,
+                         **extra) from exc
     if status is Op.STARTED:
         # The retry re-enters it and the reconciler re-sends it with the same key, or looks it up first.
         raise RetryableError(f"{row.action_name} on {downstream.name} may have happened ({verdict.message}); "

@@ -1,7 +1,10 @@
 """Errors and their classification: retryable or not, decided once, here (DESIGN invariant 6)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -16,15 +19,17 @@ class ActivityError(DurableError):
     `ActivityError("card declined", retryable=False, kind="business_rejection")`
     """
 
-    def __init__(self, message: str, *, retryable: bool, kind: str = "application") -> None:
+    def __init__(self, message: str, *, retryable: bool, kind: str = "application",
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after = retry_after  # seconds the downstream asked us to wait (Retry-After), if it said
         self.kind = kind
 
 
 class RetryableError(ActivityError):
-    def __init__(self, message: str, *, kind: str = "transient") -> None:
-        super().__init__(message, retryable=True, kind=kind)
+    def __init__(self, message: str, *, kind: str = "transient", retry_after: float | None = None) -> None:
+        super().__init__(message, retryable=True, kind=kind, retry_after=retry_after)
 
 
 class NonRetryableError(ActivityError):
@@ -76,9 +81,49 @@ class Classification:
     kind: str
     message: str
     error_type: str
+    retry_after: float | None = None  # the earliest next attempt the downstream asked for, in seconds
 
     def as_json(self) -> dict[str, object]:
-        return {"retryable": self.retryable, "kind": self.kind, "message": self.message, "type": self.error_type}
+        found: dict[str, object] = {"retryable": self.retryable, "kind": self.kind, "message": self.message,
+                                    "type": self.error_type}
+        if self.retry_after is not None:
+            found["retry_after"] = self.retry_after
+        return found
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds a Retry-After header asks for (RFC 9110: delay-seconds or an HTTP-date); None if it says nothing
+    usable. A date in the past asks for no wait."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a zone-less one is read as such
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+
+
+def retry_after_of(exc: BaseException | None) -> float | None:
+    """What the error, or the error it was raised from, says of waiting: its own `retry_after`, or the
+    Retry-After header of the HTTP answer behind it."""
+    seen = 0
+    while exc is not None and seen < 10:  # causes form a chain; a cycle must not hang us
+        own = getattr(exc, "retry_after", None)
+        if isinstance(own, (int, float)) and not isinstance(own, bool):
+            return max(0.0, float(own))
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        if headers is not None and hasattr(headers, "get"):
+            parsed = parse_retry_after(headers.get("Retry-After"))
+            if parsed is not None:
+                return parsed
+        exc, seen = exc.__cause__, seen + 1
+    return None
 
 
 def classify_status(status: int) -> tuple[bool, str]:
@@ -119,7 +164,8 @@ def classify(exc: BaseException) -> Classification:
     error_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
     retryable = getattr(exc, "retryable", None)
     if isinstance(retryable, bool):
-        return Classification(retryable, getattr(exc, "kind", "application"), message, error_type)
+        return Classification(retryable, getattr(exc, "kind", "application"), message, error_type,
+                              retry_after_of(exc) if retryable else None)
     names = _type_names(exc)
     if names & _TIMEOUT_NAMES:
         return Classification(True, "timeout", message, error_type)
@@ -128,7 +174,7 @@ def classify(exc: BaseException) -> Classification:
     status = _status_of(exc)
     if status is not None:
         ok, kind = classify_status(status)
-        return Classification(ok, kind, message, error_type)
+        return Classification(ok, kind, message, error_type, retry_after_of(exc) if ok else None)
     return Classification(False, "code_error", message, error_type)
 
 

@@ -24,8 +24,12 @@ class RetryPolicy:
     def allows_another(self, attempts_made: int) -> bool:
         return attempts_made < self.max_attempts
 
-    def delay(self, attempts_made: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait before attempt number `attempts_made + 1`."""
+    def delay(self, attempts_made: int, rng: random.Random | None = None, retry_after: float | None = None) -> float:
+        """Seconds to wait before attempt number `attempts_made + 1`: the backoff, but never sooner than the
+        downstream's Retry-After asked, which is itself capped by `max_interval`."""
         base = min(self.initial_interval * self.backoff ** max(attempts_made - 1, 0), self.max_interval)
         spread = base * self.jitter
-        return max(0.0, base + (rng or random).uniform(-spread, spread))
+        backoff = max(0.0, base + (rng or random).uniform(-spread, spread))
+        if retry_after is None:
+            return backoff
+        return max(backoff, min(max(retry_after, 0.0), self.max_interval))

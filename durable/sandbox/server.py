@@ -339,7 +339,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
         state.record_call(route.service, call.idempotency_key, _business_key(route, call))
         fault = state.take_fault(route.service)
         if fault == "429":
-            return Reply(429, {"error": "rate limited"}, {"Retry-After": "1"})
+            return Reply(429, {"error": "rate limited"}, {"Retry-After": state.retry_after})
         if fault == "503":
             return Reply(503, {"error": "service unavailable"})
         if fault == "hang":

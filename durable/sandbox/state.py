@@ -117,6 +117,7 @@ class SandboxState:
     def reset(self) -> None:
         """Forget every refund, ticket, notification, counter and fault; re-seed the demo orders."""
         with self._lock:
+            self.retry_after = "1"  # the Retry-After header a "429" fault answers with
             self._orders: dict[str, dict[str, str]] = {o["order_id"]: _new_order(o) for o in SEED_ORDERS}
             self._refunds: list[dict[str, Any]] = []
             # Idempotency-Key -> (fingerprint of the first request, the refund it created).

@@ -394,3 +394,13 @@ def test_retries_exhausted_on_an_ambiguous_refund_leave_it_unknown_never_failed(
     assert (run.status, refund.status) == (RunStatus.NEEDS_ATTENTION, Op.UNKNOWN)
     assert run.error["kind"] == "unknown_side_effect" and run.error["operation_id"] == refund.operation_id
     assert sandbox.state.calls_snapshot()["payments"]["effects"] == 1
+
+
+def test_a_rate_limited_refund_is_not_retried_before_the_downstreams_retry_after(demo):
+    """Item 19 of "Trust": a 429 with Retry-After was retried after 0.49 s."""
+    demo.state.retry_after = "8"  # under the claims-agent policy's 10 s maximum
+    demo.state.arm_fault("payments", "429")
+    run = advance(start_claim())
+    assert run.status == RunStatus.WAITING_RETRY and run.error["kind"] == "rate_limited"
+    assert run.error["retry_after"] == 8.0
+    assert run.next_attempt_at - run.updated_at >= timedelta(seconds=8)  # the backoff alone: about 1 s
