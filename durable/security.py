@@ -29,6 +29,11 @@ def client_address(request: HttpRequest | None) -> str | None:
         return None
 
 
+def _storable(text: str) -> str:
+    """What an attacker typed, in a form every database column takes: no NUL, no lone surrogate."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
 def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpRequest | None = None,
                    user: AbstractBaseUser | None = None, username: str = "", action: str = "",
                    target: object = "") -> SecurityEvent:
@@ -41,8 +46,9 @@ def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpR
     else:
         user_id = ""
     event = SecurityEvent.objects.create(
-        kind=kind, username=username[:150], user_id_at_time=user_id, address=client_address(request),
-        source=source[:50], action=action[:50], target=str(target)[:100], reason=reason,
+        kind=kind, username=_storable(username)[:150], user_id_at_time=user_id, address=client_address(request),
+        source=source[:50], action=_storable(action)[:50], target=_storable(str(target))[:100],
+        reason=_storable(reason),
     )
     metrics.refused(str(kind), source)
     log.warning("refused %s: %s", kind, reason, extra={"security_event": event.pk, "username": event.username,

@@ -49,3 +49,10 @@ def test_the_forwarded_address_is_trusted_only_behind_a_declared_proxy(settings)
     settings.DURABLE_BEHIND_TLS_PROXY = True
     assert client_address(request) == "198.51.100.7"  # the proxy's own hop, not what the client wrote first
     assert client_address(RequestFactory().get("/", REMOTE_ADDR="not-an-ip")) is None
+
+
+def test_a_hostile_username_is_recorded_in_a_form_every_database_stores():
+    event = record_refusal(kind=SecurityEvent.Kind.LOGIN_FAILED, source="console", reason="x\x00",
+                           username="a\x00b\ud800c", target="\x00")
+    row = SecurityEvent.objects.get(pk=event.pk)
+    assert "\x00" not in row.username + row.reason + row.target and row.username.startswith("a\ufffdb")
