@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import NonRetryableError, RetryPolicy, Workflow, register
+from durable import NonRetryableError, RetryPolicy, Workflow, bound_to_run, register
 from durable.demo import downstreams
 from durable.demo.llm import planner_model
 from durable.demo.refund_checks import (
@@ -62,7 +62,8 @@ def planner(ctx: Any, state: ClaimState) -> ClaimState:
 
 @claims_agent.step
 def lookup(ctx: Any, state: ClaimState) -> ClaimState:
-    order_id = (state.plan or {}).get("order_id") or state.order_id
+    # The planner read the customer's text: the order it names must be the run's own (invariant 13).
+    order_id = bound_to_run((state.plan or {}).get("order_id"), expected=state.order_id, what="order")
     state.order = ctx.activity("orders.get", downstreams.get_order, order_id)
     return state
 
@@ -72,6 +73,7 @@ def propose_refund(ctx: Any, state: ClaimState) -> ClaimState:
     plan, order = state.plan or {}, state.order or {}
     if plan.get("intent") != "refund":
         raise NonRetryableError("the planner found no refund request in the message", kind="business_rejection")
+    bound_to_run(order.get("order_id"), expected=state.order_id, what="order", source="the order lookup")
     refundable = Decimal(order["amount"]) - Decimal(order.get("refunded_amount", "0"))
     state.proposed_refund = {
         "order_id": order["order_id"],

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 from django.conf import settings
 
 ORDER_ID = re.compile(r"\bORD-\d+\b")
+# What a prompt injection looks like to a model that obeys it, as real models too often do.
+INJECTED_ORDER = re.compile(r"SYSTEM:\s*the order is\s+(ORD-\d+)", re.I)
 
 
 class PlannerModel(Protocol):
@@ -22,9 +24,11 @@ class ScriptedModel:
     name = "scripted"
 
     def plan(self, message: str) -> dict[str, Any]:
-        match = ORDER_ID.search(message)
+        # Like an LLM, it follows an instruction it finds in the text: the workflow must not trust its answer.
+        match = INJECTED_ORDER.search(message) or ORDER_ID.search(message)
         intent = "refund" if re.search(r"refund|money back|charged|broken|damaged", message, re.I) else "question"
-        return {"intent": intent, "order_id": match.group(0) if match else None, "reason": message.strip()[:200]}
+        order_id = match.group(match.lastindex or 0) if match else None
+        return {"intent": intent, "order_id": order_id, "reason": message.strip()[:200]}
 
 
 class OpenAICompatibleModel:
