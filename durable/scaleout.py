@@ -165,12 +165,15 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
 
 
 def service_token() -> str:
-    """The API token of a service account that may start and read runs, nothing else."""
+    """The API token of a service account that may start and read runs, nothing else.
+
+    It starts claims-agent v1, which is resume-only, so it holds the audited grant for that
+    (docs/workflow-versions.md) and names its reason in every start."""
     user, _ = User.objects.get_or_create(username=SERVICE_USERNAME)
     user.set_unusable_password()
     user.save()
     user.user_permissions.set(Permission.objects.filter(
-        content_type__app_label="durable", codename__in=("start_run", "view_run")))
+        content_type__app_label="durable", codename__in=("start_run", "view_run", "start_older_version")))
     return Token.objects.get_or_create(user=user)[0].key
 
 
@@ -216,7 +219,8 @@ def post_runs(config: ScaleOutConfig, urls: list[str], token: str, orders: list[
     def start(index: int) -> tuple[UUID, str, bool | None]:
         client, web = clients[index % len(clients)], urls[index % len(urls)]
         order_id = orders[index]
-        body = {"workflow": WORKFLOW, "version": VERSION, "business_key": order_id,
+        body = {"workflow": WORKFLOW, "version": VERSION, "reason": "durable_scaleout: v1 runs straight through",
+                "business_key": order_id,
                 "input": {"order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it"}}
         headers = {"Idempotency-Key": f"scaleout-{batch}-{order_id}"}
         first = client.post(f"{web}/api/runs/", json=body, headers=headers)
