@@ -10,6 +10,8 @@ class DurableConfig(AppConfig):
 
     def ready(self) -> None:
         from durable import checks  # noqa: F401  registers the launch checks
+        from durable import role_audit
         from durable.registry import discover
 
         discover(settings.DURABLE_WORKFLOW_MODULES)
+        role_audit.connect()

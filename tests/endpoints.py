@@ -16,13 +16,14 @@ from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.engine.states import RunStatus
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.roles import OPERATOR
 from tests.approvals.flow import waiting_claim
 from tests.conftest import user_with_roles
 from tests.durable import version_workflows as vw
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import run_in
+from tests.audit import operator_actions
 
 START = {"workflow": "claims-agent", "business_key": "ORD-1002",
          "input": {"order_id": "ORD-1002", "customer_message": "I was charged twice for ORD-1002"}}
@@ -164,7 +165,7 @@ def written() -> dict[str, Any]:
         "side_effects": sorted(SideEffect.objects.values_list("operation_id", "status", "attempts")),
         "approvals": sorted(ApprovalRequest.objects.values_list("id", "status", "approvals_count")),
         "decisions": ApprovalDecision.objects.count(),
-        "audit": OperatorAction.objects.count(),
+        "audit": operator_actions().count(),
     }
 
 

@@ -19,8 +19,9 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from durable.api.serializers import MAX_JSON_DEPTH
-from durable.models import OperatorAction, Run
+from durable.models import Run
 from durable.roles import ADMIN
+from tests.audit import operator_actions
 from tests.conftest import ALL_RUN_PERMS, make_user, user_with_roles
 from tests.durable import version_workflows as vw
 from tests.endpoints import (
@@ -365,7 +366,7 @@ def test_a_reason_in_bytes_that_are_not_utf8_is_read_with_replacement_characters
     response = logged_in(admin).post(url, b"reason=refund%FF%FE&confirm=on",
                                      content_type="application/x-www-form-urlencoded")
     assert response.status_code == 302
-    assert OperatorAction.objects.get(run=world.waiting).reason == "refund\ufffd\ufffd"
+    assert operator_actions().get(run=world.waiting).reason == "refund\ufffd\ufffd"
 
 
 @pytest.mark.parametrize("name", LOGIN_FORMS)

@@ -16,10 +16,10 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from approvals.models import ApprovalRequest
-from durable.models import OperatorAction
 from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
 from tests.conftest import user_with_roles
 from tests.endpoints import World, api_target, build_world, console_target, logged_in, written
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -112,6 +112,6 @@ def test_the_runs_starter_cannot_invalidate_its_approval_by_trying_to_approve_on
     url, body = target(route, "approve", world)
     before = written()
     assert post(world.owner, route, url, body).status_code == 403
-    assert written() == before and not OperatorAction.objects.filter(actor=world.owner).exists()
+    assert written() == before and not operator_actions().filter(actor=world.owner).exists()
     assert post(user_with_roles("approver", APPROVER), route, url, body).status_code == 409
     assert ApprovalRequest.objects.get(id=world.approval.id).status == "INVALIDATED"

@@ -12,11 +12,12 @@ from approvals.services import expire_due
 from durable import services
 from durable.engine.approvals import snapshot_hash
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, OperatorAction, Run
+from durable.models import JournalEntry, Run
 from durable.services import Conflict, Forbidden, InvalidInput
 from tests.approvals.flow import decide, waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import advance
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +70,7 @@ def test_an_approval_wakes_the_run_which_pays_exactly_what_was_approved(demo, an
     run.refresh_from_db()
     assert decided.status == "APPROVED" and decided.decided_by == ann and run.status == RunStatus.PENDING
     assert run.id in sent
-    audit = OperatorAction.objects.get(run=run)
+    audit = operator_actions().get(run=run)
     assert (audit.actor, audit.action, audit.status_before, audit.status_after, audit.source) == (
         ann, "approve", "PENDING", "APPROVED", "test")
     assert audit.detail["snapshot_hash"] == request.snapshot_hash
@@ -99,7 +100,7 @@ def test_a_decision_on_another_snapshot_is_refused_and_writes_nothing(demo, ann)
     assert "snapshot" in str(stale.value)
     request.refresh_from_db()
     assert request.status == "PENDING" and not ApprovalDecision.objects.exists()
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 # Separation of duties
@@ -165,7 +166,7 @@ def test_concurrent_decisions_yield_exactly_one(demo):
         outcomes = list(pool.map(one, approvers))
     decided = [o for o in outcomes if not o.startswith("conflict")]
     assert len(decided) == 1, outcomes
-    assert ApprovalDecision.objects.count() == 1 and OperatorAction.objects.count() == 1
+    assert ApprovalDecision.objects.count() == 1 and operator_actions().count() == 1
     request.refresh_from_db()
     assert request.status == decided[0]
 
@@ -190,7 +191,7 @@ def test_a_decision_on_facts_that_moved_invalidates_instead_of_approving(demo, a
     assert request.status == "INVALIDATED" and problem in request.reason
     assert run.status == RunStatus.PENDING  # woken to take its declared path
     assert not ApprovalDecision.objects.exists()
-    assert OperatorAction.objects.get(run=run).action == "invalidate_approval"
+    assert operator_actions().get(run=run).action == "invalidate_approval"
 
 
 def test_after_an_invalidation_the_run_asks_again_with_the_fresh_snapshot(demo, ann):

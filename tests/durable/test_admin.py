@@ -8,6 +8,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
 from durable.services import audit
 from tests.durable.claims import advance, start_claim
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -45,4 +46,4 @@ def test_a_run_and_its_ledger_and_audit_rows_show_but_cannot_be_changed_or_delet
         assert page.status_code == 200 and b'name="_save"' not in page.content, model
         assert staff.post(url(model, "", pk, "change"), {}).status_code == 403, model
         assert staff.post(url(model, "", pk, "delete"), {"post": "yes"}).status_code == 403, model
-    assert Run.objects.filter(pk=run.pk).exists() and OperatorAction.objects.filter(pk=action.pk).exists()
+    assert Run.objects.filter(pk=run.pk).exists() and operator_actions().filter(pk=action.pk).exists()

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 from durable.models import AppendOnly, OperatorAction
 from durable.roles import ROLES
 from durable.services import audit
+from tests.audit import operator_actions
 from tests.conftest import user_with_roles
 from tests.durable.claims import start_claim
 
@@ -100,7 +101,7 @@ def test_no_api_route_serves_the_trail_and_none_answers_put_patch_or_delete(entr
     for path in ("/api/audit/", f"/api/audit/{entry.pk}/", f"/api/runs/{entry.run_id}/"):
         for method in (api.put, api.patch, api.delete):
             assert method(path, {"reason": "rewritten"}, format="json").status_code in (404, 405), (method, path)
-    assert list(OperatorAction.objects.values_list("pk", "reason")) == [(entry.pk, "test")]
+    assert list(operator_actions().values_list("pk", "reason")) == [(entry.pk, "test")]
 
 
 def test_the_admins_bulk_delete_action_is_not_offered_for_the_trail(entry):

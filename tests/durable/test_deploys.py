@@ -11,12 +11,13 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalRequest
 from durable import services
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, OperatorAction, Run
+from durable.models import JournalEntry, Run
 from durable.processes import WorkerProcess
 from tests.approvals.flow import decide
 from tests.conftest import make_user
 from tests.durable.deploys.steps import NAME
 from tests.waiting import status_of, wait_for
+from tests.audit import operator_actions
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -67,5 +68,5 @@ def test_with_v1_retired_the_paused_run_is_blocked_until_an_operator_migrates_it
     assert steps_run(run) == ["", "lookup", "migration v1->v2", "risk_check", "approval", "payment"]
     assert run.checkpoints.last().state["approval"]["request"] == str(request.id)  # the human's approval, revalidated
     assert len(sandbox.state.list_refunds()) == 1
-    assert OperatorAction.objects.filter(run=run, action="migrate_version", reason="v1 is retired").exists()
+    assert operator_actions().filter(run=run, action="migrate_version", reason="v1 is retired").exists()
     assert JournalEntry.objects.filter(run=run, name="migrate_version").exists()

@@ -7,10 +7,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.retention import prune
 from durable.services import audit
 from tests.durable.claims import advance, start_claim
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def test_an_old_finished_run_keeps_its_last_checkpoint_ledger_and_audit_rows(old
     last = Checkpoint.objects.get(run=old_claim)
     assert last.seq == old_claim.checkpoint_seq and last.next_step == ""  # where it ended
     assert set(SideEffect.objects.filter(run=old_claim).values_list("operation_id", "status")) == ledger
-    assert OperatorAction.objects.filter(run=old_claim).count() == 1
+    assert operator_actions().filter(run=old_claim).count() == 1
     run = Run.objects.get(id=old_claim.id)
     assert run.pruned_at is not None and run.output == old_claim.output
 

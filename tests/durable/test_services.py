@@ -10,6 +10,7 @@ from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, OperatorAction, Run
 from tests.conftest import make_user
 from tests.durable import workflows
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -142,7 +143,7 @@ def test_cancel_of_an_ended_run_is_a_conflict_naming_its_status(status):
     assert status in str(exc.value)
     run.refresh_from_db()
     assert run.status == status
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_cancel_bumps_the_fencing_token_and_clears_the_lease():
@@ -161,7 +162,7 @@ def test_cancel_writes_an_audit_row_with_who_where_why_and_the_status_before_and
     operator = make_user("op", "durable.cancel_run")
     run = run_in(RunStatus.WAITING_APPROVAL)
     services.cancel_run(run_id=run.id, user=operator, source="console", reason="customer withdrew the claim")
-    action = OperatorAction.objects.get(run=run)
+    action = operator_actions().get(run=run)
     assert (action.actor, action.action, action.source, action.reason) == (
         operator, "cancel", "console", "customer withdrew the claim")
     assert (action.status_before, action.status_after) == (RunStatus.WAITING_APPROVAL, RunStatus.CANCELLED)
@@ -195,7 +196,7 @@ def test_retry_makes_a_waiting_or_failed_run_pending_again_from_scratch_attempts
     retried = services.retry_run(run_id=run.id, user=None, source="test")
     assert retried.status == RunStatus.PENDING
     assert (retried.attempt, retried.error, retried.next_attempt_at, retried.finished_at) == (0, None, None, None)
-    action = OperatorAction.objects.get(run=run)
+    action = operator_actions().get(run=run)
     assert (action.action, action.status_before, action.status_after) == ("retry", status, RunStatus.PENDING)
 
 
@@ -206,7 +207,7 @@ def test_retry_from_any_other_status_is_a_conflict_naming_it(status):
         services.retry_run(run_id=run.id, user=None, source="test")
     assert exc.value.current == status and status in str(exc.value)
     assert Run.objects.get(id=run.id).status == status
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_retry_enqueues_the_run_once_the_transaction_commits(django_capture_on_commit_callbacks, sent):
@@ -225,7 +226,7 @@ def test_resume_makes_a_blocked_run_pending_and_clears_its_error():
     run = run_in(RunStatus.BLOCKED_VERSION, error={"kind": "version_missing"})
     resumed = services.resume_run(run_id=run.id, user=operator, source="api", reason="v2 deployed")
     assert (resumed.status, resumed.error) == (RunStatus.PENDING, None)
-    action = OperatorAction.objects.get(run=run)
+    action = operator_actions().get(run=run)
     assert (action.actor, action.action, action.source, action.reason) == (operator, "resume", "api", "v2 deployed")
     assert (action.status_before, action.status_after) == (RunStatus.BLOCKED_VERSION, RunStatus.PENDING)
 
@@ -236,7 +237,7 @@ def test_resume_from_any_other_status_is_a_conflict_naming_it(status):
     with pytest.raises(services.Conflict) as exc:
         services.resume_run(run_id=run.id, user=None, source="test")
     assert exc.value.current == status and status in str(exc.value)
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_resume_enqueues_the_run_once_the_transaction_commits(django_capture_on_commit_callbacks, sent):

@@ -8,10 +8,11 @@ from rest_framework.test import APIClient
 from durable import executor, services, versions
 from durable.checks import unregistered_versions_in_flight
 from durable.engine.states import RunStatus
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run
+from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import registry
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable import version_workflows as vw
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +110,7 @@ def test_a_declared_migration_moves_a_blocked_run_to_the_new_version_audited(mon
     assert run.topology_fingerprint == vw.v2.fingerprint
     migration = run.checkpoints.order_by("-seq").first()
     assert (migration.step, migration.next_step, migration.state["risk"]) == ("migration v1->v2", "risk", "unassessed")
-    action = OperatorAction.objects.get(run=run, action="migrate_version")
+    action = operator_actions().get(run=run, action="migrate_version")
     assert (action.actor, action.status_before, action.detail["after"]) == (
         operator, RunStatus.BLOCKED_VERSION, {"workflow_version": 2, "step": "risk"})
     assert JournalEntry.objects.filter(run=run, kind="operator", name="migrate_version").exists()

@@ -11,10 +11,11 @@ from playwright.sync_api import Page, expect
 from durable import services
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import RunStatus
-from durable.models import OperatorAction, Run, SideEffect
+from durable.models import Run, SideEffect
 from tests.conftest import user_with_roles
 from tests.durable.claims import needs_attention
 from tests.e2e.conftest import log_in, screenshot
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,7 +66,7 @@ def test_an_operator_cancels_a_run_after_confirming(page: Page, own_queue):
     expect(page.locator("#run-status")).to_have_text("CANCELLED")
     screenshot(page, "run-cancelled")
     assert Run.objects.get(id=run.id).status == RunStatus.CANCELLED
-    action = OperatorAction.objects.get(run=run)
+    action = operator_actions().get(run=run)
     assert (action.actor.username, action.action, action.source) == ("olga", "cancel", "console")
     page.goto("/audit/")
     expect(page.locator("#audit-rows")).to_contain_text("customer withdrew the claim")

@@ -5,10 +5,11 @@ from durable import services
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, OperatorAction, SideEffect
+from durable.models import JournalEntry, SideEffect
 from reconciliation.services import resolve_operation
 from tests.conftest import make_user
 from tests.durable.claims import advance, needs_attention
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +105,7 @@ def test_only_an_unknown_operation_is_resolved_by_hand(demo, resolver):
     assert refused.value.current == Op.SUCCEEDED
     assert "not UNKNOWN" in str(refused.value)
     assert SideEffect.objects.get(pk=refund.pk).status == Op.SUCCEEDED
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_an_operation_is_resolved_once(demo, resolver):
@@ -113,7 +114,7 @@ def test_an_operation_is_resolved_once(demo, resolver):
     with pytest.raises(services.Conflict) as refused:
         resolve(row, resolver, outcome="did_not_happen", follow_up="fail")
     assert refused.value.current == Op.SUCCEEDED
-    assert OperatorAction.objects.count() == 1
+    assert operator_actions().count() == 1
 
 
 @pytest.mark.parametrize("fields,field", [
@@ -131,7 +132,7 @@ def test_a_resolution_without_what_it_needs_is_refused_naming_the_field(demo, re
     assert field in refused.value.errors
     assert SideEffect.objects.get(pk=row.pk).status == Op.UNKNOWN
     run.refresh_from_db()
-    assert run.status == RunStatus.NEEDS_ATTENTION and not OperatorAction.objects.exists()
+    assert run.status == RunStatus.NEEDS_ATTENTION and not operator_actions().exists()
 
 
 def test_an_unknown_operation_id_is_not_found(resolver):
@@ -146,7 +147,7 @@ def test_an_unknown_operation_id_is_not_found(resolver):
 def test_a_resolution_is_audited_with_who_why_and_the_status_before_and_after(demo, resolver):
     run, row = needs_attention(demo)
     resolve(row, resolver, outcome="succeeded", external_ref="ntf-1", result=SENT, reason="seen in the outbox")
-    action = OperatorAction.objects.get()
+    action = operator_actions().get()
     assert (action.action, action.operation_id, action.run_id, action.actor, action.source) == (
         "resolve_operation", row.operation_id, run.id, resolver, "test")
     assert (action.status_before, action.status_after, action.reason) == ("UNKNOWN", "SUCCEEDED", "seen in the outbox")

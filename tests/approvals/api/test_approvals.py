@@ -6,9 +6,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalDecision, ApprovalRequest
-from durable.models import OperatorAction
 from tests.approvals.flow import waiting_claim
 from tests.conftest import make_user
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -78,7 +78,7 @@ def test_approving_returns_the_decided_request(demo, approver):
     response = approver.post(f"{APPROVALS}{request.id}/approve/", {"snapshot_hash": request.snapshot_hash})
     assert response.status_code == 200, response.json()
     assert response.json()["status"] == "APPROVED" and response.json()["decided_by"] == "approver"
-    assert OperatorAction.objects.get().source == "api"
+    assert operator_actions().get().source == "api"
 
 
 def test_a_stale_snapshot_hash_is_a_409(demo, approver):

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from approvals import views
 from approvals.models import ApprovalDecision, ApprovalRequest
-from durable.models import OperatorAction
 from tests.approvals.flow import decide, waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import advance
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +72,7 @@ def changed_row(key, then, now):
 
 def nothing_written(request):
     request.refresh_from_db()
-    return request.status == "PENDING" and not ApprovalDecision.objects.exists() and not OperatorAction.objects.exists()
+    return request.status == "PENDING" and not ApprovalDecision.objects.exists() and not operator_actions().exists()
 
 
 # Who may look
@@ -284,7 +284,7 @@ def test_approving_through_the_console_swaps_in_the_decided_panel(demo, approver
     assert re.search(r'<span id="approvals-badge" class="badge badge-empty"[^>]*hx-swap-oob="true">0</span>', html)
     request.refresh_from_db()
     assert request.status == "APPROVED" and request.decided_by.username == "approver"
-    action = OperatorAction.objects.get()
+    action = operator_actions().get()
     assert (action.action, action.source, action.actor.username) == ("approve", "console", "approver")
 
 
@@ -314,7 +314,7 @@ def test_rejecting_with_a_reason_closes_the_request(demo, approver):
     assert "Rejected. The run stops without acting." in response.content.decode()
     request.refresh_from_db()
     assert request.status == "REJECTED" and request.reason == "customer already got a voucher"
-    assert OperatorAction.objects.get().source == "console"
+    assert operator_actions().get().source == "console"
 
 
 def test_a_rejection_without_a_reason_is_a_400_naming_the_field_and_writes_nothing(demo, approver):
@@ -365,7 +365,7 @@ def test_facts_changed_is_a_409_panel_with_the_current_values_and_the_request_in
     assert "<caption>The values now</caption>" in html and changed_row("refunded_amount", "0.00", "120.00") in html
     request.refresh_from_db()
     assert request.status == "INVALIDATED" and not ApprovalDecision.objects.exists()
-    assert list(OperatorAction.objects.values_list("action", "source")) == [("invalidate_approval", "console")]
+    assert list(operator_actions().values_list("action", "source")) == [("invalidate_approval", "console")]
 
 
 def test_facts_that_cannot_be_read_at_decision_time_are_a_503_panel_that_lets_the_approver_try_again(demo, approver):

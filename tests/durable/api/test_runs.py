@@ -8,8 +8,9 @@ from rest_framework.test import APIClient
 
 from durable import executor, services
 from durable.engine.states import RunStatus
-from durable.models import OperatorAction, Run, SideEffect
+from durable.models import Run, SideEffect
 from tests.conftest import ALL_RUN_PERMS, make_user
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +72,7 @@ def test_a_user_without_the_actions_permission_is_forbidden(action, method, url,
     response = call(client, method, url, run)
     assert response.status_code == 403
     assert Run.objects.count() == 1 and Run.objects.get().status == RunStatus.FAILED
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 @pytest.mark.parametrize("action,method,url,perm", ENDPOINTS, ids=[e[0] for e in ENDPOINTS])
@@ -311,7 +312,7 @@ def test_steering_a_run_in_an_allowed_state_answers_200_with_the_new_status(api,
     response = api.post(f"{RUNS}{run.id}/{action}/", {"reason": "ticket 123"}, format="json")
     assert response.status_code == 200 and response.data["status"] == after
     assert response.data["id"] == str(run.id)
-    audit = OperatorAction.objects.get(run=run)
+    audit = operator_actions().get(run=run)
     assert (audit.actor, audit.action, audit.source, audit.reason) == (operator, action, "api", "ticket 123")
     assert (audit.status_before, audit.status_after) == (before, after)
 
@@ -319,7 +320,7 @@ def test_steering_a_run_in_an_allowed_state_answers_200_with_the_new_status(api,
 def test_steering_without_a_reason_is_allowed(api):
     run = run_in(RunStatus.PENDING)
     assert api.post(f"{RUNS}{run.id}/cancel/").status_code == 200
-    assert OperatorAction.objects.get(run=run).reason == ""
+    assert operator_actions().get(run=run).reason == ""
 
 
 @pytest.mark.parametrize("action,current", [
@@ -336,7 +337,7 @@ def test_steering_a_run_in_a_state_that_forbids_it_is_a_409_with_the_current_sta
     assert response.status_code == 409
     assert response.data["current_status"] == current and current in response.data["detail"]
     assert Run.objects.get(id=run.id).status == current
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_steering_an_unknown_run_is_a_404(api):

@@ -3,9 +3,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from durable import services
-from durable.models import OperatorAction, Run
+from durable.models import Run
 from durable.services import Forbidden, InvalidInput
 from tests.conftest import make_user
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +51,7 @@ def test_starting_an_older_version_with_the_permission_is_audited_with_its_reaso
     answer = client_for(starter).post(RUNS, {**CLAIM, "version": 1, "reason": "re-run under the old policy"},
                                       format="json")
     assert answer.status_code == 201 and answer.data["workflow_version"] == 1
-    action = OperatorAction.objects.get(action="start_older_version")
+    action = operator_actions().get(action="start_older_version")
     assert (action.actor_username, action.reason, str(action.run_id)) == (
         "release-manager", "re-run under the old policy", answer.data["id"])
     assert action.detail == {"version": 1, "current_version": 2}

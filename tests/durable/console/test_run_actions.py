@@ -4,7 +4,8 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from durable.engine.states import RunStatus
-from durable.models import OperatorAction, Run
+from durable.models import Run
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable import version_workflows as vw
 from tests.durable.console.screens import (
@@ -52,7 +53,7 @@ def test_a_confirmed_cancel_cancels_the_run_audited_from_the_console(console, op
     response = console.post(action_url(run, "cancel"), confirmed("duplicate claim"))
     assert (response.status_code, response["Location"]) == (302, detail_url(run))
     assert status_of(run) == RunStatus.CANCELLED
-    action = OperatorAction.objects.get(run=run)
+    action = operator_actions().get(run=run)
     assert (action.actor, action.action, action.source, action.status_before, action.status_after, action.reason) == (
         operator, "cancel", "console", "WAITING_RETRY", "CANCELLED", "duplicate claim")
     assert [str(m) for m in get_messages(response.wsgi_request)] == ["Cancelled. The run will not run again."]
@@ -63,7 +64,7 @@ def test_a_cancel_without_confirmation_is_refused_and_changes_nothing(console):
     response = console.post(action_url(run, "cancel"), {"reason": "oops"})
     assert response.status_code == 400
     assert "Nothing was done: tick “I confirm” to go ahead" in response.content.decode()
-    assert status_of(run) == RunStatus.PENDING and not OperatorAction.objects.exists()
+    assert status_of(run) == RunStatus.PENDING and not operator_actions().exists()
 
 
 def test_cancelling_a_finished_run_is_a_conflict_showing_its_status(console):
@@ -74,7 +75,7 @@ def test_cancelling_a_finished_run_is_a_conflict_showing_its_status(console):
     assert "Cannot cancel a run that is SUCCEEDED." in html
     assert 'The run is <span class="status status-succeeded">SUCCEEDED</span>.' in html
     assert "The run has ended; nothing more can be done to it." in html
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_with_htmx_the_actions_panel_answers_in_place(console):
@@ -107,7 +108,7 @@ def test_retry_now_puts_a_waiting_or_failed_run_back_to_work(console, status):
     run = run_in(status, error={"kind": "transient", "message": "busy"})
     response = console.post(action_url(run, "retry"), confirmed())
     assert response.status_code == 302 and status_of(run) == RunStatus.PENDING
-    assert OperatorAction.objects.get(run=run).action == "retry"
+    assert operator_actions().get(run=run).action == "retry"
 
 
 def test_retry_is_refused_for_a_run_that_is_not_waiting_or_failed(console):
@@ -121,7 +122,7 @@ def test_resume_asks_a_worker_to_check_a_blocked_runs_contract_again(console):
     run = blocked_v1()
     response = console.post(action_url(run, "resume"), confirmed("v1 is deployed again"))
     assert response.status_code == 302 and status_of(run) == RunStatus.PENDING
-    assert OperatorAction.objects.get(run=run).source == "console"
+    assert operator_actions().get(run=run).source == "console"
     refused = console.post(action_url(run, "resume"), confirmed())
     assert refused.status_code == 409 and "Cannot resume a run that is PENDING" in refused.content.decode()
 
@@ -134,7 +135,7 @@ def test_migrate_offers_the_versions_that_declare_a_migration_and_moves_the_run(
     assert response.status_code == 302
     run.refresh_from_db()
     assert (run.status, run.workflow_version, run.current_step) == (RunStatus.PENDING, 2, "risk")
-    action = OperatorAction.objects.get(run=run)
+    action = operator_actions().get(run=run)
     assert (action.actor, action.action, action.source) == (operator, "migrate_version", "console")
 
 
@@ -175,7 +176,7 @@ def test_a_user_without_the_permission_sees_no_button_and_is_forbidden(viewer):
     assert "Nothing you may do to the run in this status." in html
     for name in ("cancel", "retry"):
         assert viewer.post(action_url(run, name), confirmed()).status_code == 403
-    assert status_of(run) == RunStatus.WAITING_RETRY and not OperatorAction.objects.exists()
+    assert status_of(run) == RunStatus.WAITING_RETRY and not operator_actions().exists()
 
 
 def test_one_permission_offers_only_its_action():

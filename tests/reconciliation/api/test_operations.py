@@ -9,9 +9,10 @@ from rest_framework.test import APIClient
 
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, OperatorAction, SideEffect
+from durable.models import JournalEntry, SideEffect
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.claims import advance, needs_attention
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def notifications(sandbox):
 def nothing_changed(run, row):
     run.refresh_from_db()
     return (SideEffect.objects.get(pk=row.pk).status == Op.UNKNOWN and run.status == RunStatus.NEEDS_ATTENTION
-            and not OperatorAction.objects.exists())
+            and not operator_actions().exists())
 
 
 # Resolving
@@ -95,7 +96,7 @@ def test_an_operator_says_it_did_not_happen_and_must_not_so_the_run_fails(demo, 
 def test_a_resolution_is_audited_as_an_operator_action_and_in_the_runs_journal(demo, api, resolver):
     run, row = needs_attention(demo)
     post_resolve(api, row, outcome="succeeded", external_ref="ntf-1", result=SENT, reason="seen in the outbox")
-    action = OperatorAction.objects.get()
+    action = operator_actions().get()
     assert (action.action, action.operation_id, action.run_id, action.actor, action.source) == (
         "resolve_operation", row.operation_id, run.id, resolver, "api")
     assert (action.status_before, action.status_after, action.reason) == ("UNKNOWN", "SUCCEEDED", "seen in the outbox")
@@ -114,7 +115,7 @@ def test_an_operation_that_is_not_unknown_is_refused_with_its_current_status(dem
     assert response.status_code == 409
     assert response.data["current_status"] == "SUCCEEDED"
     assert refund.operation_id in response.data["detail"]
-    assert SideEffect.objects.get(pk=refund.pk).status == Op.SUCCEEDED and not OperatorAction.objects.exists()
+    assert SideEffect.objects.get(pk=refund.pk).status == Op.SUCCEEDED and not operator_actions().exists()
 
 
 def test_resolving_an_operation_twice_is_refused_the_second_time(demo, api):
@@ -122,7 +123,7 @@ def test_resolving_an_operation_twice_is_refused_the_second_time(demo, api):
     assert post_resolve(api, row, outcome="succeeded", external_ref="ntf-1").status_code == 200
     again = post_resolve(api, row, outcome="did_not_happen", follow_up="retry")
     assert (again.status_code, again.data["current_status"]) == (409, "SUCCEEDED")
-    assert OperatorAction.objects.count() == 1
+    assert operator_actions().count() == 1
 
 
 @pytest.mark.parametrize("body,field", [
@@ -199,7 +200,7 @@ def test_of_two_resolutions_at_once_only_one_wins_and_the_other_gets_409(demo, s
     row.refresh_from_db()
     assert row.status == {"ann": Op.SUCCEEDED, "bob": Op.FAILED_RETRYABLE}[winner]
     assert loser.data["current_status"] == row.status
-    assert list(OperatorAction.objects.values_list("actor__username", flat=True)) == [winner]
+    assert list(operator_actions().values_list("actor__username", flat=True)) == [winner]
     assert JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.OPERATOR).count() == 1
     assert sent == [run.id]  # the run was handed back to a worker once, not twice
 

@@ -11,11 +11,12 @@ from django.utils import timezone
 
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.models import OperatorAction, SideEffect
+from durable.models import SideEffect
 from reconciliation.services import resolve_operation
 from tests.conftest import make_user
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import HTMX, client_for
+from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +78,7 @@ def unchanged(row, run):
     row.refresh_from_db()
     run.refresh_from_db()
     return (row.status == Op.UNKNOWN and run.status == RunStatus.NEEDS_ATTENTION
-            and not OperatorAction.objects.exists())
+            and not operator_actions().exists())
 
 
 # Who may look, who may act
@@ -200,7 +201,7 @@ def test_asking_tickets_again_shows_its_record_and_fills_in_the_form_without_tou
     assert 'id="resolution" class="panel resolution" data-answer-panel hx-swap-oob="true"' in html
     assert f'value="{ticket.external_ref}"' in html
     assert SideEffect.objects.get(pk=ticket.pk).status == Op.UNKNOWN
-    assert not OperatorAction.objects.exists()
+    assert not operator_actions().exists()
 
 
 def test_a_lookup_that_finds_no_record_says_so(demo, resolver):
@@ -288,7 +289,7 @@ def test_resolving_succeeded_records_it_audits_it_and_puts_the_run_back_to_pendi
     assert (row.status, row.external_ref, row.result_json) == (Op.SUCCEEDED, "ntf-1",
                                                                {"notification_id": "ntf-1", "status": "sent"})
     assert run.status == RunStatus.PENDING
-    action = OperatorAction.objects.get()
+    action = operator_actions().get()
     assert (action.action, action.source, action.actor, action.operation_id) == (
         "resolve_operation", "console", resolver_user, row.operation_id)
     assert (action.status_before, action.status_after) == ("UNKNOWN", "SUCCEEDED")
@@ -339,7 +340,7 @@ def test_resolving_an_operation_that_is_no_longer_unknown_is_409_with_why(demo, 
     assert f"Operation {row.operation_id} is SUCCEEDED, not UNKNOWN" in html
     assert "Reload this operation" in html and 'name="outcome"' not in html
     assert SideEffect.objects.get(pk=row.pk).external_ref == "ntf-1"
-    assert OperatorAction.objects.count() == 1
+    assert operator_actions().count() == 1
 
 
 def test_a_settled_operation_offers_no_form(demo, resolver):
