@@ -13,12 +13,11 @@ import json
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from approvals.models import ApprovalRequest
 from durable.models import OperatorAction
 from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
-from tests.conftest import user_with_roles
+from tests.conftest import api_token, user_with_roles
 from tests.endpoints import World, api_target, build_world, console_target, logged_in, written
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +57,7 @@ def target(route: str, does: str, world: World) -> tuple[str, dict]:
 
 def post(user, route: str, url: str, body: dict):
     if route.startswith("api:"):
-        client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+        client = Client(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
         return client.post(url, json.dumps(body), content_type="application/json")
     return logged_in(user).post(url, body)
 
