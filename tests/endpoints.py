@@ -115,7 +115,7 @@ def build_world(sandbox: Any) -> World:
                     error={"kind": "bug", "message": "it broke"})
     blocked = run_in(RunStatus.BLOCKED_VERSION, workflow=vw.NAME, version=1, current_step="b", business_key="blocked",
                      created_by=owner, error={"kind": "version_missing", "message": "no test-versioned v1 here"})
-    api_token(owner, name="intake service")
+    owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
     return World(owner, waiting, approval, attention, operation, failed, blocked, ApiToken.objects.get(user=owner))
 
 
