@@ -141,3 +141,15 @@ def test_a_drf_token_moves_over_hashed_keeps_working_and_leaves_no_plaintext_beh
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE authtoken_token")
+
+
+def test_the_admin_shows_a_tokens_prefix_never_its_hash(robot):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    row, token = create_token(user=robot, name="ci", source="test")
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw-root-123456"))
+    for path in ("/admin/durable/apitoken/", f"/admin/durable/apitoken/{row.id}/change/"):
+        page = admin.get(path).content.decode()
+        assert row.prefix in page and row.secret_hash not in page and token not in page, path

@@ -13,6 +13,7 @@ from django.utils import timezone
 from durable import services
 from durable.engine.states import RunStatus
 from durable.models import OperatorAction, Run
+from durable.permissions import CONTENTS_PERMISSIONS
 from tests.conftest import make_user
 from tests.durable.console.screens import HTMX, client_for
 
@@ -26,7 +27,7 @@ HEADER = ["when", "actor", "action", "run", "operation_id", "source", "status_be
 
 @pytest.fixture
 def auditor():
-    return client_for(make_user("auditor", VIEW, "durable.view_sideeffect"))
+    return client_for(make_user("auditor", VIEW, *CONTENTS_PERMISSIONS))
 
 
 def new_run(business_key="k"):
