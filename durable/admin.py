@@ -11,7 +11,17 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SecurityEvent, SideEffect
+from durable.models import (
+    ApiToken,
+    Checkpoint,
+    DrillRecord,
+    JournalEntry,
+    OperatorAction,
+    Run,
+    SecurityEvent,
+    SideEffect,
+)
+from durable.permissions import can_see_contents
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -27,6 +37,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class ContentsAdmin(ReadOnlyAdmin):
+    """Checkpoints, the journal and the ledger: the contents rule as well as the model's own view permission."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_see_contents(request.user) and super().has_view_permission(request, obj)
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "workflow_name", "workflow_version", "business_key", "status", "current_step", "created_at")
@@ -37,14 +54,14 @@ class RunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(ReadOnlyAdmin):
+class CheckpointAdmin(ContentsAdmin):
     list_display = ("run", "seq", "step", "next_step", "state_schema_version", "created_at")
     search_fields = ("=run__id",)
     show_full_result_count = False
 
 
 @admin.register(JournalEntry)
-class JournalEntryAdmin(ReadOnlyAdmin):
+class JournalEntryAdmin(ContentsAdmin):
     list_display = ("run", "kind", "step", "call_index", "name", "fencing_token", "created_at")
     list_filter = ("kind",)
     search_fields = ("=run__id",)
@@ -52,7 +69,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(SideEffect)
-class SideEffectAdmin(ReadOnlyAdmin):
+class SideEffectAdmin(ContentsAdmin):
     list_display = ("operation_id", "action_name", "downstream", "business_key", "status", "attempts", "updated_at")
     list_filter = ("status", "action_name", "downstream")
     search_fields = ("=operation_id", "business_key", "=run__id")
@@ -60,6 +77,10 @@ class SideEffectAdmin(ReadOnlyAdmin):
 
 @admin.register(OperatorAction)
 class OperatorActionAdmin(ReadOnlyAdmin):
+    def get_exclude(self, request: HttpRequest, obj: Any = None) -> Any:
+        # An operation's entry repeats its ledger resolution (evidence, reference): the contents rule decides.
+        return ("reason", "detail") if obj and obj.operation_id and not can_see_contents(request.user) else ()
+
     list_display = ("created_at", "actor_username", "action", "run", "operation_id", "source", "status_before", "status_after")
     list_filter = ("action", "source")
     search_fields = ("actor_username", "=run__id", "=operation_id")
@@ -70,6 +91,16 @@ class SecurityEventAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "kind", "username", "address", "source", "action", "target")
     list_filter = ("kind", "source")
     search_fields = ("username", "=address", "=target")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """The prefix names a token; its hash and its secret are never shown (the console shows the secret once)."""
+
+    list_display = ("prefix", "name", "user", "created_at", "expires_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("=prefix", "name", "user__username")
+    exclude = ("secret_hash",)
 
 
 @admin.register(DrillRecord)

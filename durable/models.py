@@ -289,6 +289,35 @@ class SecurityEvent(models.Model):
         raise AppendOnly("security log rows cannot be removed")
 
 
+class ApiToken(models.Model):
+    """A named API token: the prefix that identifies it and the sha256 of the whole token, never the token itself.
+
+    The token is shown once, when it is made (durable/tokens.py); it expires, and it can be revoked.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="what it is for: the service or script that holds it")
+    prefix = models.CharField(max_length=12, help_text="the token's first characters: names it, grants nothing")
+    secret_hash = models.CharField(max_length=64, help_text="sha256 of the whole token, hex")
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="updated at most once a minute")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["prefix"], name="api_token_prefix"),
+                   models.Index(fields=["user", "-created_at"], name="api_token_user")]
+        permissions = [("manage_apitoken", "Can create and revoke anyone's API tokens")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… {self.name} ({self.user_id})"
+
+
 class DrillRecord(models.Model):
     """A fault drill that ran against one workflow version: what it covered and whether it passed.
 

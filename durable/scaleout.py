@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -26,8 +27,8 @@ import httpx
 from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 from kombu import Connection
-from rest_framework.authtoken.models import Token
 
 from durable.drill import (
     DEFAULT_ACTIONS, DRILL_ENV, SETTLED, DrillWorkers, Expectation, cancel_unsettled, capabilities_of, effects_of, expectation,
@@ -39,6 +40,7 @@ from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
 from durable.models import Run, SideEffect
 from durable.processes import WebProcess
 from durable.sandbox import SandboxServer
+from durable.tokens import create_token
 from durable.workload import wait_for_runs
 
 WORKFLOW, VERSION = "claims-agent", 1  # version 1 goes straight through its side effects
@@ -174,7 +176,10 @@ def service_token() -> str:
     user.save()
     user.user_permissions.set(Permission.objects.filter(
         content_type__app_label="durable", codename__in=("start_run", "view_run", "start_older_version")))
-    return Token.objects.get_or_create(user=user)[0].key
+    # Only a token's hash is kept: each harness run makes its own token, which lives a day.
+    _, token = create_token(user=user, name="scale-out harness", expires_at=timezone.now() + timedelta(days=1),
+                            source="command")
+    return token
 
 
 class WebTier:

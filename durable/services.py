@@ -51,7 +51,7 @@ def acting_user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
     return user if user is not None and user.is_authenticated else None
 
 
-def audit(*, user: AbstractBaseUser | None, action: str, run: Run, source: str, status_before: str,
+def audit(*, user: AbstractBaseUser | None, action: str, run: Run | None, source: str, status_before: str,
           status_after: str, reason: str = "", operation_id: str = "", detail: dict[str, Any] | None = None,
           ) -> OperatorAction:
     """Append an operator action to the audit trail, inside the caller's transaction."""

@@ -45,7 +45,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
     "durable",
@@ -166,11 +165,13 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", 
           if os.environ.get("CACHE_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 DURABLE_LOGIN_ATTEMPTS = int(os.environ.get("DURABLE_LOGIN_ATTEMPTS", "5"))
 DURABLE_LOGIN_WINDOW_SECONDS = int(os.environ.get("DURABLE_LOGIN_WINDOW_SECONDS", "900"))
+# API tokens expire this many days after they are made, unless made with another expiry (docs/api.md).
+DURABLE_API_TOKEN_DAYS = float(os.environ.get("DURABLE_API_TOKEN_DAYS", "90"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an anonymous API call gets 401 with WWW-Authenticate, not a bare 403.
-        "rest_framework.authentication.TokenAuthentication",
+        "durable.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

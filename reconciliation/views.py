@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -23,6 +23,7 @@ from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
+from durable.permissions import contents_required
 from durable.services import Conflict, InvalidInput, Unavailable
 from reconciliation.forms import ResolveForm
 from reconciliation.reconciler import NOT_FOUND, Finding
@@ -39,7 +40,8 @@ from reconciliation.services import (
     why_no_lookup,
 )
 
-VIEW, RESOLVE = "durable.view_sideeffect", "durable.resolve_sideeffect"
+# Every screen here shows ledger rows and journal entries: the contents rule (durable/permissions.py) guards each.
+RESOLVE = "durable.resolve_sideeffect"
 LIMIT = 200
 SETTLED = {
     Op.SUCCEEDED: "Recorded as SUCCEEDED with reference {ref}.",
@@ -48,8 +50,7 @@ SETTLED = {
 }
 
 
-@login_required
-@permission_required(VIEW, raise_exception=True)
+@contents_required
 @require_safe
 def operations(request: HttpRequest) -> HttpResponse:
     found = awaiting_reconciliation(LIMIT)
@@ -58,16 +59,15 @@ def operations(request: HttpRequest) -> HttpResponse:
     return render(request, "reconciliation/operations.html", context)
 
 
-@login_required
-@permission_required(VIEW, raise_exception=True)
+@contents_required
 @require_safe
 def operation(request: HttpRequest, operation_id: str) -> HttpResponse:
     return render(request, "reconciliation/operation.html", _page(request, _operation(operation_id)))
 
 
-# Asking and resolving show the operation too, so they need both permissions.
-@login_required
-@permission_required([VIEW, RESOLVE], raise_exception=True)
+# Asking and resolving show the operation too, so they need the contents rule and the permission to resolve.
+@contents_required
+@permission_required(RESOLVE, raise_exception=True)
 @require_POST
 def lookup(request: HttpRequest, operation_id: str) -> HttpResponse:
     row = _operation(operation_id)
@@ -82,8 +82,8 @@ def lookup(request: HttpRequest, operation_id: str) -> HttpResponse:
                    resolution=_resolution_panel(request, row, form=suggested))
 
 
-@login_required
-@permission_required([VIEW, RESOLVE], raise_exception=True)
+@contents_required
+@permission_required(RESOLVE, raise_exception=True)
 @require_POST
 def resolve(request: HttpRequest, operation_id: str) -> HttpResponse:
     row = _operation(operation_id)

@@ -69,6 +69,13 @@ def user_with_roles(username: str, *roles: str, password: str | None = None) -> 
     return User.objects.get(pk=user.pk)
 
 
+def api_token(user: User, name: str = "test client") -> str:
+    """A new API token for `user`, made through the service the console and the command call."""
+    from durable.tokens import create_token
+
+    return create_token(user=user, name=name, source="test")[1]
+
+
 ALL_RUN_PERMS = ("durable.view_run", "durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run")
 
 

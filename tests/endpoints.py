@@ -16,10 +16,10 @@ from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.engine.states import RunStatus
-from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.models import ApiToken, Checkpoint, JournalEntry, Run, SideEffect
 from durable.roles import OPERATOR
 from tests.approvals.flow import waiting_claim
-from tests.conftest import user_with_roles
+from tests.conftest import api_token, user_with_roles
 from tests.durable import version_workflows as vw
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import run_in
@@ -93,6 +93,7 @@ class World:
     operation: SideEffect
     failed: Run  # FAILED: may be retried
     blocked: Run  # BLOCKED_VERSION on test-versioned v1 at step b: may be resumed, or migrated to v2
+    token: ApiToken  # the owner's API token: revoked only by them or a holder of durable.manage_apitoken
 
     def url(self, route_name: str, run: Run | None = None) -> str:
         """The route's URL aimed at this world's objects (at `run` for run routes, else the waiting run)."""
@@ -100,7 +101,7 @@ class World:
         run = run or self.waiting
         kind = route_name.split(":")[-1].split("-")[0]
         values = {"run_id": run.id, "request_id": self.approval.id, "operation_id": self.operation.operation_id,
-                  "seq": 0, "pk": {"run": run.id, "approval": self.approval.id,
+                  "seq": 0, "token_id": self.token.id, "pk": {"run": run.id, "approval": self.approval.id,
                                    "operation": self.operation.operation_id}.get(kind)}
         return reverse(route_name, kwargs={name: values[name] for name in route.kwargs})
 
@@ -115,7 +116,8 @@ def build_world(sandbox: Any) -> World:
                     error={"kind": "bug", "message": "it broke"})
     blocked = run_in(RunStatus.BLOCKED_VERSION, workflow=vw.NAME, version=1, current_step="b", business_key="blocked",
                      created_by=owner, error={"kind": "version_missing", "message": "no test-versioned v1 here"})
-    return World(owner, waiting, approval, attention, operation, failed, blocked)
+    owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
+    return World(owner, waiting, approval, attention, operation, failed, blocked, ApiToken.objects.get(user=owner))
 
 
 def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
@@ -148,6 +150,8 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "reconciliation:lookup": (None, {}),
         "reconciliation:resolve": (None, {"outcome": "succeeded", "external_ref": "ntf-1", "reason": "checked",
                                           "result": '{"notification_id": "ntf-1"}'}),
+        "durable:tokens": (None, {"name": "nightly export", "days": "30"}),
+        "durable:token-revoke": (None, {"reason": "the service was retired"}),
         "login": (None, {"username": username, "password": f"pw-{username}"}),
         "rest_framework:login": (None, {"username": username, "password": f"pw-{username}"}),
         "logout": (None, {}),
@@ -166,6 +170,7 @@ def written() -> dict[str, Any]:
         "approvals": sorted(ApprovalRequest.objects.values_list("id", "status", "approvals_count")),
         "decisions": ApprovalDecision.objects.count(),
         "audit": operator_actions().count(),
+        "api_tokens": sorted(ApiToken.objects.values_list("id", "revoked_at")),
     }
 
 

@@ -16,13 +16,12 @@ from django.conf import settings
 from django.test import Client
 from rest_framework.test import APIClient
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from durable.api.serializers import MAX_JSON_DEPTH
 from durable.models import Run
 from durable.roles import ADMIN
 from tests.audit import operator_actions
-from tests.conftest import ALL_RUN_PERMS, make_user, user_with_roles
+from tests.conftest import ALL_RUN_PERMS, api_token, make_user, user_with_roles
 from tests.durable import version_workflows as vw
 from tests.endpoints import (
     START,
@@ -62,7 +61,7 @@ def admin(db):
 @pytest.fixture
 def api(admin) -> Client:
     """An API client as the integrations send: a token, so no CSRF token is needed."""
-    return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin).key}")
+    return Client(HTTP_AUTHORIZATION=f"Token {api_token(admin)}")
 
 
 # The API: every endpoint that takes a body
@@ -255,8 +254,8 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 
 CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "approvals:decide",
-    "reconciliation:lookup", "reconciliation:resolve", "login", "logout", "rest_framework:login",
-    "rest_framework:logout",
+    "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "login", "logout",
+    "rest_framework:login", "rest_framework:logout",
 ]
 LOGIN_FORMS = ("login", "rest_framework:login")
 
@@ -330,6 +329,12 @@ MALFORMED_FORMS = [
     ("approvals:decide", {"snapshot_hash": "<script>"}, "the page did not say which snapshot you saw"),
     ("approvals:decide", {"reason": "a\x00b"}, "Null characters are not allowed"),
     ("approvals:decide", {"reason": "x" * 4001}, "at most 4000 characters"),
+    ("durable:tokens", {"name": "a\x00b"}, "Null characters are not allowed"),
+    ("durable:tokens", {"name": "x" * 101}, "at most 100 characters"),
+    ("durable:tokens", {"days": "soon"}, "Enter a whole number"),
+    ("durable:tokens", {"days": "0"}, "greater than or equal to 1"),
+    ("durable:tokens", {"owner": "nobody-at-all"}, "no user is called"),
+    ("durable:token-revoke", {"reason": "a\x00b"}, "Null characters are not allowed"),
     ("reconciliation:resolve", {"outcome": "perhaps"}, "Select a valid choice"),
     ("reconciliation:resolve", {"external_ref": "a\x00b"}, "Null characters are not allowed"),
     ("reconciliation:resolve", {"external_ref": "x" * 201}, "at most 200 characters"),

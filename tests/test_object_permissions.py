@@ -13,11 +13,10 @@ import json
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from approvals.models import ApprovalRequest
 from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
-from tests.conftest import user_with_roles
+from tests.conftest import api_token, user_with_roles
 from tests.endpoints import World, api_target, build_world, console_target, logged_in, written
 from tests.audit import operator_actions
 
@@ -56,9 +55,15 @@ def target(route: str, does: str, world: World) -> tuple[str, dict]:
     return url, form
 
 
+def with_token(user):
+    """The user, with an API token made now: before the test notes what is written, so only the call counts."""
+    user.api_token = api_token(user)
+    return user
+
+
 def post(user, route: str, url: str, body: dict):
     if route.startswith("api:"):
-        client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+        client = Client(HTTP_AUTHORIZATION=f"Token {user.api_token}")
         return client.post(url, json.dumps(body), content_type="application/json")
     return logged_in(user).post(url, body)
 
@@ -66,7 +71,8 @@ def post(user, route: str, url: str, body: dict):
 def users_without(permission: str) -> list:
     """Each role that lacks `permission` on its own, and one user holding all of them together."""
     lacking = [role for role, permissions in ROLES.items() if permission not in permissions]
-    return [user_with_roles(f"as-{role}", role) for role in lacking] + [user_with_roles("as-all-the-rest", *lacking)]
+    users = [user_with_roles(f"as-{role}", role) for role in lacking] + [user_with_roles("as-all-the-rest", *lacking)]
+    return [with_token(user) for user in users]
 
 
 def granting_role(permission: str) -> str:
@@ -77,15 +83,16 @@ def granting_role(permission: str) -> str:
 def test_without_the_role_a_link_to_someone_elses_object_is_refused_and_changes_nothing(world, route, does,
                                                                                         permission):
     url, body = target(route, does, world)
+    users = users_without(permission)
     before, wrong = written(), []
-    for user in users_without(permission):
+    for user in users:
         status = post(user, route, url, body).status_code
         if status != 403:
             wrong.append(f"{user.username}: {status}")
     assert wrong == [], f"{does} through {url}"
     assert written() == before
     # The same link and body work for someone whose role grants it: the refusal was the role's.
-    allowed = user_with_roles("allowed", granting_role(permission))
+    allowed = with_token(user_with_roles("allowed", granting_role(permission)))
     assert post(allowed, route, url, body).status_code in (200, 302)
 
 
@@ -113,5 +120,5 @@ def test_the_runs_starter_cannot_invalidate_its_approval_by_trying_to_approve_on
     before = written()
     assert post(world.owner, route, url, body).status_code == 403
     assert written() == before and not operator_actions().filter(actor=world.owner).exists()
-    assert post(user_with_roles("approver", APPROVER), route, url, body).status_code == 409
+    assert post(with_token(user_with_roles("approver", APPROVER)), route, url, body).status_code == 409
     assert ApprovalRequest.objects.get(id=world.approval.id).status == "INVALIDATED"

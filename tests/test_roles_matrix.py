@@ -10,27 +10,30 @@ import pytest
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from durable.models import Run, SideEffect
+from durable.models import ApiToken, Run, SideEffect
+from durable.permissions import CONTENTS_PERMISSIONS as CONTENTS
 from durable.roles import ROLES
 from tests.approvals.flow import waiting_claim
-from tests.conftest import user_with_roles
+from tests.conftest import api_token, make_user, user_with_roles
 
 pytestmark = pytest.mark.django_db
 
 VIEW_RUN, VIEW_OP, VIEW_APPROVAL, VIEW_AUDIT = ("durable.view_run", "durable.view_sideeffect",
                                                 "approvals.view_approvalrequest", "durable.view_operatoraction")
 DECIDE, RESOLVE = "approvals.decide_approvalrequest", "durable.resolve_sideeffect"
+MANAGE_TOKENS = "durable.manage_apitoken"
 
 
-def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(method, path, the permissions it needs)."""
-    r, a, o = run.id, approval.id, op.operation_id
+def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiToken,
+              ) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(method, path, the permissions it needs). CONTENTS is the contents rule (durable/permissions.py)."""
+    r, a, o, t = run.id, approval.id, op.operation_id, token.id
     return [
         # Console
         ("GET", "/", (VIEW_RUN,)),
         ("GET", "/runs/", (VIEW_RUN,)),
         ("GET", f"/runs/{r}/", (VIEW_RUN,)),
-        ("GET", f"/runs/{r}/checkpoints/0/", (VIEW_RUN,)),
+        ("GET", f"/runs/{r}/checkpoints/0/", (VIEW_RUN, *CONTENTS)),
         ("POST", f"/runs/{r}/cancel/", ("durable.cancel_run",)),
         ("POST", f"/runs/{r}/retry/", ("durable.retry_run",)),
         ("POST", f"/runs/{r}/resume/", ("durable.resume_run",)),
@@ -38,12 +41,15 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect) -> list[tuple
         ("GET", "/approvals/", (VIEW_APPROVAL,)),
         ("GET", f"/approvals/{a}/", (VIEW_APPROVAL,)),
         ("POST", f"/approvals/{a}/decide/", (DECIDE,)),
-        ("GET", "/reconciliation/", (VIEW_OP,)),
-        ("GET", f"/reconciliation/{o}/", (VIEW_OP,)),
-        ("POST", f"/reconciliation/{o}/lookup/", (VIEW_OP, RESOLVE)),
-        ("POST", f"/reconciliation/{o}/resolve/", (VIEW_OP, RESOLVE)),
+        ("GET", "/reconciliation/", CONTENTS),
+        ("GET", f"/reconciliation/{o}/", CONTENTS),
+        ("POST", f"/reconciliation/{o}/lookup/", (*CONTENTS, RESOLVE)),
+        ("POST", f"/reconciliation/{o}/resolve/", (*CONTENTS, RESOLVE)),
         ("GET", "/audit/", (VIEW_AUDIT,)),
         ("GET", "/audit/export.csv", (VIEW_AUDIT,)),
+        ("GET", "/tokens/", ()),  # every user manages their own tokens
+        ("POST", "/tokens/", ()),
+        ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
         # API
         ("GET", "/api/runs/", (VIEW_RUN,)),
         ("POST", "/api/runs/", ("durable.start_run",)),
@@ -53,9 +59,9 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect) -> list[tuple
         ("POST", f"/api/runs/{r}/resume/", ("durable.resume_run",)),
         ("POST", f"/api/runs/{r}/migrate/", ("durable.migrate_run",)),
         ("POST", "/api/runs/migrate-blocked/", ("durable.migrate_run",)),
-        ("GET", "/api/operations/", (VIEW_OP,)),
-        ("GET", f"/api/operations/{o}/", (VIEW_OP,)),
-        ("POST", f"/api/operations/{o}/resolve/", (RESOLVE,)),
+        ("GET", "/api/operations/", (VIEW_OP, *CONTENTS)),
+        ("GET", f"/api/operations/{o}/", (VIEW_OP, *CONTENTS)),
+        ("POST", f"/api/operations/{o}/resolve/", (RESOLVE, *CONTENTS)),
         ("GET", "/api/approvals/", (VIEW_APPROVAL,)),
         ("GET", f"/api/approvals/{a}/", (VIEW_APPROVAL,)),
         ("GET", f"/api/approvals/{a}/revalidation/", (VIEW_APPROVAL,)),
@@ -70,7 +76,8 @@ def objects(demo):
     op = SideEffect.objects.create(operation_id="f" * 32, run=run, step="payment", action_name="refund",
                                    downstream="payments", business_key="ORD-1001", request_hash="0" * 64,
                                    status="UNKNOWN")
-    return run, approval, op
+    api_token(make_user("a-service"))
+    return run, approval, op, ApiToken.objects.get()
 
 
 def call(client: Client, method: str, path: str):
@@ -109,8 +116,8 @@ def test_anonymous_callers_go_to_login_or_are_refused_by_the_api(objects):
     assert wrong == []
 
 
-def test_a_user_with_no_role_is_refused_everywhere(objects):
+def test_a_user_with_no_role_is_refused_everywhere_but_their_own_tokens(objects):
     client = Client()
     client.force_login(user_with_roles("nobody"))
-    refused = [call(client, method, path).status_code for method, path, _ in endpoints(*objects)]
+    refused = [call(client, method, path).status_code for method, path, needs in endpoints(*objects) if needs]
     assert set(refused) == {403}

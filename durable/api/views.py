@@ -25,6 +25,7 @@ from durable.api.serializers import (
     StartRunSerializer,
 )
 from durable.models import Run
+from durable.permissions import can_see_contents
 
 
 class RunCursorPagination(CursorPagination):
@@ -44,7 +45,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         if self.action == "create":
             return StartRunSerializer
         if self.action == "retrieve":
-            return RunDetailSerializer
+            # Checkpoints, journal and ledger rows only under the contents rule; else the run's status and metadata.
+            return RunDetailSerializer if can_see_contents(self.request.user) else RunSerializer
         if self.action in {"cancel", "retry", "resume"}:
             return ReasonSerializer
         if self.action == "migrate":
@@ -59,13 +61,20 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
             filters = RunFilterSerializer(data=self.request.query_params)
             filters.is_valid(raise_exception=True)
             queryset = filter_runs(queryset, filters.validated_data)
-        if self.action == "retrieve":
+        if self.action == "retrieve" and can_see_contents(self.request.user):
             queryset = queryset.prefetch_related("checkpoints", "journal", "side_effects")
         return queryset
 
     @extend_schema(parameters=[RunFilterSerializer], responses=RunSerializer(many=True))
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().list(request, *args, **kwargs)
+
+    @extend_schema(responses=RunDetailSerializer, description=(
+        "The run with its checkpoints, journal and ledger rows. Those three lists are left out for a caller "
+        "without the contents permissions (view_checkpoint, view_journalentry, view_sideeffect): view_run "
+        "alone shows the run's status and metadata."))
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().retrieve(request, *args, **kwargs)
 
     @extend_schema(request=StartRunSerializer, responses={200: RunSerializer, 201: RunSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

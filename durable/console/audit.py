@@ -27,8 +27,10 @@ from django.views.decorators.http import require_safe
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.console.spreadsheet import inert
 from durable.models import OperatorAction
+from durable.permissions import can_see_contents
 
 VIEW = "durable.view_operatoraction"
+CONTENTS_HIDDEN = "(hidden: the ledger's contents need view_checkpoint, view_journalentry and view_sideeffect)"
 PAGE = 100
 MARKER_SEPARATOR = "~"
 LOOKUPS = {"actor": "actor_username", "action": "action", "source": "source", "run": "run_id",
@@ -99,6 +101,8 @@ def trail(request: HttpRequest) -> HttpResponse:
     filters = AuditFilters(request.GET)
     # A bad filter shows its error and no actions, rather than the whole trail as if unfiltered.
     found = filters.page() if filters.is_valid() else []
+    if not can_see_contents(request.user):
+        found = [_without_contents(action) for action in found]
     context = {
         "filters": filters,
         "actions": found[:PAGE],
@@ -128,11 +132,22 @@ def export(request: HttpRequest) -> HttpResponse:
         return HttpResponseBadRequest(f"Nothing was exported; correct the filters:\n{filters.errors.as_text()}\n",
                                       content_type="text/plain; charset=utf-8")
     writer = csv.writer(_Echo(), quoting=csv.QUOTE_ALL)  # every field quoted: a separator inside stays inside
-    lines = chain([CSV_COLUMNS], map(_csv_line, filters.trail().iterator(chunk_size=1000)))
+    actions = filters.trail().iterator(chunk_size=1000)
+    if not can_see_contents(request.user):
+        actions = map(_without_contents, actions)
+    lines = chain([CSV_COLUMNS], map(_csv_line, actions))
     # Streamed: a long trail is written as it is read, never held whole in memory.
     response = StreamingHttpResponse((writer.writerow(line) for line in lines), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="audit-trail-{timezone.now():%Y%m%d-%H%M%S}.csv"'
     return response
+
+
+def _without_contents(action: OperatorAction) -> OperatorAction:
+    """An entry about an operation repeats its ledger row's resolution (the evidence as reason, the external
+    reference in detail): that is the ledger's contents, so the contents rule decides, here as everywhere."""
+    if action.operation_id:
+        action.reason, action.detail = CONTENTS_HIDDEN, None  # shown only; the trail refuses any save
+    return action
 
 
 class _Echo:

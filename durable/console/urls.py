@@ -1,7 +1,7 @@
-"""The operator console's run screens: the overview, the runs list, a run's history and its actions."""
+"""The operator console's run screens (the overview, the runs list, a run's history and its actions) and API tokens."""
 from django.urls import path
 
-from durable.console import views
+from durable.console import tokens, views
 from durable.console.actions import ACTIONS
 
 app_name = "durable"
@@ -10,5 +10,7 @@ urlpatterns = [
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<int:seq>/", views.checkpoint_state, name="checkpoint-state"),
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     *(path(f"runs/<uuid:run_id>/{name}/", views.act, {"action": name}, name=f"run-{name}") for name in ACTIONS),
 ]

@@ -35,6 +35,7 @@ from durable.console.rendering import (
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
+from durable.permissions import can_see_contents, contents_required
 from durable.services import Conflict, InvalidInput
 
 VIEW = "durable.view_run"
@@ -96,7 +97,7 @@ def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
     return render(request, "durable/run_detail.html", _detail_context(request, _run(run_id)))
 
 
-@login_required
+@contents_required
 @permission_required(VIEW, raise_exception=True)
 @require_safe
 def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpResponse:
@@ -150,9 +151,12 @@ def _run(run_id: UUID) -> Run:
 
 
 def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
+    # The timeline and the ledger are the run's contents: without the rule, the page shows status and metadata.
+    contents = can_see_contents(request.user)
     return {
-        "timeline": run_timeline(run),
-        "side_effects": run.side_effects.all(),
+        "contents": contents,
+        "timeline": run_timeline(run) if contents else [],
+        "side_effects": run.side_effects.all() if contents else [],
         "approvals": run.approvals.order_by("created_at", "ask"),
         "reconciliation_url": RECONCILIATION,
         **_panel(request, run, **panel),

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Q
-from rest_framework.authtoken.models import Token
 
+from durable.models import ApiToken
 from durable.roles import ADMIN, APPROVER
+from durable.tokens import create_token, revoke_token
 
 DEMO_USERNAME = "operator"
 REVIEWER_USERNAME = "reviewer"
@@ -22,6 +23,7 @@ DEMO_PASSWORD = "durable-demo"
 # The people hold roles (groups created by a migration); the intake service holds two permissions.
 ROLES_OF = {DEMO_USERNAME: (ADMIN,), REVIEWER_USERNAME: (APPROVER,), INTAKE_USERNAME: ()}
 INTAKE_PERMISSIONS = ("durable.view_run", "durable.start_run")
+INTAKE_TOKEN_NAME = "demo intake"
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,13 @@ def _person(username: str, *, password: str | None) -> User:
 
 
 def ensure_demo_people() -> DemoPeople:
-    """Create (or reset) the demo's users; returns them and the intake service's API token."""
+    """Create (or reset) the demo's users; returns them and a new API token for the intake service.
+
+    Only a token's hash is kept, so each start makes a new one (printed once) and revokes the one before."""
     operator = _person(DEMO_USERNAME, password=DEMO_PASSWORD)
     reviewer = _person(REVIEWER_USERNAME, password=DEMO_PASSWORD)
     intake = _person(INTAKE_USERNAME, password=None)
-    token, _ = Token.objects.get_or_create(user=intake)
-    return DemoPeople(operator, reviewer, intake, token.key)
+    for old in ApiToken.objects.filter(user=intake, name=INTAKE_TOKEN_NAME, revoked_at__isnull=True):
+        revoke_token(token_id=old.id, source="command", reason="the demo started again with a new token")
+    _, token = create_token(user=intake, name=INTAKE_TOKEN_NAME, source="command")
+    return DemoPeople(operator, reviewer, intake, token)

@@ -8,11 +8,13 @@ from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from durable.api.errors import service_errors
 from durable.api.permissions import ActionPermission
 from durable.engine.ledger import OperationStatus
 from durable.models import SideEffect
+from durable.permissions import can_see_contents
 from reconciliation.api.serializers import OperationSerializer, ResolveSerializer
 from reconciliation.services import resolve_operation
 
@@ -21,7 +23,12 @@ PERMISSIONS = {"list": "durable.view_sideeffect", "retrieve": "durable.view_side
 
 
 class OperationPermission(ActionPermission):
+    """Every action answers a ledger row, so each needs the contents rule as well as its own permission."""
+
     permissions = PERMISSIONS
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return super().has_permission(request, view) and can_see_contents(request.user)
 
 
 class OperationFilterSerializer(serializers.Serializer):

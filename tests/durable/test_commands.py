@@ -40,7 +40,7 @@ def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_ap
             time.sleep(0.2)
         printed = out.read_text()
         assert f"http://127.0.0.1:{port}/" in printed and "operator / durable-demo" in printed
-        token = re.search(r"API token:\s+(\w+)", printed).group(1)
+        token = re.search(r"API token:\s+(\S+)", printed).group(1)
         base = f"http://127.0.0.1:{port}"
         wait_for_http(base)
         with httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=10) as intake:

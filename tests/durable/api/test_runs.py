@@ -3,14 +3,14 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from durable import executor, services
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
-from tests.conftest import ALL_RUN_PERMS, make_user
+from durable.permissions import CONTENTS_PERMISSIONS
 from tests.audit import operator_actions
+from tests.conftest import ALL_RUN_PERMS, api_token, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -85,9 +85,9 @@ def test_the_one_permission_an_action_needs_is_enough(action, method, url, perm)
 
 def test_a_token_authenticates_api_clients():
     run = run_in()
-    token = Token.objects.create(user=make_user("robot", "durable.view_run"))
+    token = api_token(make_user("robot", "durable.view_run"))
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     response = client.get(RUNS)
     assert response.status_code == 200 and ids(response) == {str(run.id)}
 
@@ -269,11 +269,14 @@ def test_pagination_keeps_the_filters(api):
 # Reading one run
 
 
-def test_detail_shows_checkpoints_journal_and_side_effects(api, calls_file):
+def test_detail_shows_checkpoints_journal_and_side_effects_under_the_contents_rule(calls_file):
+    """Who may not see them: tests/test_contents_rule.py."""
     run, _ = services.start_run(workflow="test-counting", input={"calls_file": calls_file}, business_key="b")
     executor.advance(run.id)
     SideEffect.objects.create(operation_id="a" * 32, run=run, step="s3", action_name="refund", business_key="b",
                               request_hash="h" * 64, status="SUCCEEDED", external_ref="re_1")
+    api = APIClient()
+    api.force_authenticate(make_user("reader", "durable.view_run", *CONTENTS_PERMISSIONS))
     response = api.get(f"{RUNS}{run.id}/")
     assert response.status_code == 200
     body = response.data

@@ -14,7 +14,6 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
-from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -26,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
 from durable import wsgi
 from durable.roles import ADMIN
 from tests.approvals.flow import waiting_claim
-from tests.conftest import user_with_roles
+from tests.conftest import api_token, user_with_roles
 from tests.durable.claims import needs_attention
 
 pytestmark = pytest.mark.django_db
@@ -56,11 +55,11 @@ def seeded(demo):
     """An admin with a token, a run waiting for approval with its open request, and a run whose
     notification is UNKNOWN: the detail and action endpoints then have real objects to act on."""
     admin = user_with_roles("schemathesis-admin", ADMIN)
-    token = Token.objects.create(user=admin)
+    token = api_token(admin)
     run, request = waiting_claim("ORD-1001")
     _, operation = needs_attention(demo, order_id="ORD-1003")
     return {
-        "headers": {"Authorization": f"Token {token.key}"},
+        "headers": {"Authorization": f"Token {token}"},
         "path": {"id": {"/api/runs/": str(run.id), "/api/approvals/": str(request.id)},
                  "operation_id": {"/api/operations/": operation.operation_id}},
     }

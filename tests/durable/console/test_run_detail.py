@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from durable import executor, services
 from durable.engine.states import RunStatus
+from durable.permissions import CONTENTS_PERMISSIONS
 from tests.approvals.flow import decide, waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import advance, needs_attention
@@ -59,7 +60,7 @@ def test_the_timeline_of_an_approved_claim_reads_in_order(demo, viewer):
     run, request = waiting_claim()
     decide(request, make_user("ann", "approvals.decide_approvalrequest"))
     run = advance(run)
-    html = client_for(make_user("reader", VIEW, "approvals.view_approvalrequest")).get(detail_url(run)).content.decode()
+    html = client_for(make_user("reader", VIEW, "approvals.view_approvalrequest", *CONTENTS_PERMISSIONS)).get(detail_url(run)).content.decode()
     order = ["checkpoint #0: run started", "activity llm.plan #0 recorded", "approval asked",
              "ann approve (PENDING → APPROVED) from test", "approval used after revalidation",
              "side effect refund prepared", "side effect refund → SUCCEEDED", "checkpoint #5: payment done → ticket"]

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, SideEffect
+from durable.permissions import CONTENTS_PERMISSIONS
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.claims import advance, needs_attention
 from tests.audit import operator_actions
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 OPERATIONS = "/api/operations/"
 SENT = {"notification_id": "ntf-1", "status": "sent"}
-RESOLVER_PERMS = ("durable.resolve_sideeffect", "durable.view_sideeffect", *ALL_RUN_PERMS)
+RESOLVER_PERMS = ("durable.resolve_sideeffect", *CONTENTS_PERMISSIONS, *ALL_RUN_PERMS)
 
 
 def client_for(user):
@@ -151,7 +152,7 @@ def test_a_resolution_without_a_reason_field_at_all_is_a_400_naming_it(demo, api
 
 def test_resolving_needs_the_resolve_permission(demo):
     run, row = needs_attention(demo)
-    viewer = make_user("viewer", "durable.view_sideeffect", *ALL_RUN_PERMS)
+    viewer = make_user("viewer", *CONTENTS_PERMISSIONS, *ALL_RUN_PERMS)
     response = post_resolve(client_for(viewer), row, outcome="succeeded", external_ref="ntf-1")
     assert response.status_code == 403
     assert nothing_changed(run, row)

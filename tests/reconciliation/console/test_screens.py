@@ -13,6 +13,7 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import SideEffect
 from reconciliation.services import resolve_operation
+from durable.permissions import CONTENTS_PERMISSIONS
 from tests.conftest import make_user
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import HTMX, client_for
@@ -20,18 +21,18 @@ from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
-VIEW, RESOLVE = "durable.view_sideeffect", "durable.resolve_sideeffect"
+VIEW, RESOLVE = CONTENTS_PERMISSIONS, "durable.resolve_sideeffect"
 SENT = '{"notification_id": "ntf-1", "status": "sent"}'
 
 
 @pytest.fixture
 def viewer():
-    return client_for(make_user("viewer", VIEW))
+    return client_for(make_user("viewer", *VIEW))
 
 
 @pytest.fixture
 def resolver_user():
-    return make_user("resolver", VIEW, RESOLVE)
+    return make_user("resolver", *VIEW, RESOLVE)
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_anonymous_visitors_are_sent_to_the_login_page(demo):
     assert SideEffect.objects.get(pk=row.pk).status == Op.UNKNOWN
 
 
-def test_without_view_sideeffect_the_screens_are_forbidden(demo):
+def test_without_the_contents_permissions_the_screens_are_forbidden(demo):
     _, row = needs_attention(demo)
     outsider = client_for(make_user("outsider", "durable.view_run"))
     assert outsider.get(list_url()).status_code == 403
