@@ -226,7 +226,7 @@ def check_error_classification(downstreams: Iterable[Downstream]) -> list[CheckM
 
 
 def check_call_timeout(http_timeout: float, lease_seconds: float) -> list[CheckMessage]:
-    """durable.E013: a call's timeout is well under the lease (at most half of it).
+    """durable.E014: a call's timeout is well under the lease (at most half of it).
 
     The heartbeat (durable.heartbeat) renews the lease while a call is in flight; if it cannot
     (the database unreachable), the lease renewed as the call began must still outlast the call,
@@ -240,7 +240,7 @@ def check_call_timeout(http_timeout: float, lease_seconds: float) -> list[CheckM
         "heartbeat fail to renew it, and then a second worker would call again.",
         hint=f"Keep DURABLE_HTTP_TIMEOUT_SECONDS at most half of DURABLE_LEASE_SECONDS: lower the timeout to "
              f"{lease_seconds / 2:g}s or less, or raise the lease to {http_timeout * 2:g}s or more.",
-        obj="settings.DURABLE_HTTP_TIMEOUT_SECONDS", id="durable.E013")]
+        obj="settings.DURABLE_HTTP_TIMEOUT_SECONDS", id="durable.E014")]
 
 
 # -- workflow versions -------------------------------------------------------------

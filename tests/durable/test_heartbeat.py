@@ -106,7 +106,7 @@ def test_a_call_on_a_lease_with_time_to_spare_adds_no_write_before_it(claimed, s
 SLOW_SECONDS = 5.0  # the sandbox answers after this long: two and a half leases
 ATTACK_ENV = {
     "DURABLE_LEASE_SECONDS": "2",
-    # Longer than the lease, as in the issue (durable.E013 refuses it): the client waits for the answer.
+    # Longer than the lease, as in the issue (durable.E014 refuses it): the client waits for the answer.
     "DURABLE_HTTP_TIMEOUT_SECONDS": "10",
 }
 
