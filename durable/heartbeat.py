@@ -8,8 +8,9 @@ be in flight. `lease_kept` wraps each such call:
 - before the call, it renews the lease unless what is left already covers the call's timeout
   and a margin: a call never starts on a lease that could not outlast it (so, with the HTTP
   timeout well under the lease, the call ends in time even if every heartbeat fails);
-- during the call, a thread renews the lease every lease/3, on its own database connection,
-  with the same fenced UPDATE as every other write (token, RUNNING, checkpoint seq);
+- during the call, the process's heartbeat thread renews the lease every lease/3, on its own
+  database connection, with the same fenced UPDATE as every other write (token, RUNNING,
+  checkpoint seq);
 - if a renewal finds the lease gone, the call's outcome is abandoned: `LeaseLost` is raised as
   the call returns, and nothing is written (every write is fenced anyway).
 
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -36,18 +39,16 @@ MARGIN_SECONDS = 1.0  # kept beyond a call's timeout: a slow commit, the sweeper
 
 
 class Heartbeat:
-    """A thread renewing one lease every `interval` seconds until stopped, or until the lease is lost."""
+    """One call's claim on the lease: renewed every `interval` seconds by the process's heartbeat thread."""
 
     def __init__(self, db: RunStore, lease: Lease, *, interval: float | None = None) -> None:
-        self._db = db
-        self._lease = lease
+        self.db = db
+        self.lease = lease
         self.interval = interval if interval is not None else lease.seconds / BEATS_PER_LEASE
+        self.due = 0.0
         self.renewals = 0
+        self.context = contextvars.copy_context()  # its log lines carry the run, step and operation ids
         self._lost = threading.Event()
-        self._stopping = threading.Event()
-        context = contextvars.copy_context()  # its log lines carry the run, step and operation ids
-        self._thread = threading.Thread(target=context.run, args=(self._beat,), daemon=True,
-                                        name=f"durable-heartbeat-{lease.run_id}")
 
     @property
     def lost(self) -> bool:
@@ -56,34 +57,82 @@ class Heartbeat:
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        return _heart.beating(self)
 
     def start(self) -> Heartbeat:
-        self._thread.start()
+        self.due = time.monotonic() + self.interval
+        _heart.add(self)
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
-        # A renewal stuck on an unreachable database must not hold the worker: it is fenced, so
-        # whenever it lands it extends only a lease this worker still holds.
-        self._thread.join(timeout=self.interval)
+        _heart.remove(self)
 
-    def _beat(self) -> None:
+    def beat(self) -> bool:
+        """Renew once; False when the lease is lost and there is nothing more to renew."""
         try:
-            while not self._stopping.wait(self.interval):
-                try:
-                    self._db.renew(self._lease)
-                except LeaseLost:
-                    self._lost.set()
-                    log.warning("lease lost while a call was in flight: its outcome will be abandoned")
-                    return
-                except DatabaseError:  # the next beat tries again; the lease left still covers the call
-                    log.warning("could not renew the lease; trying again in %.1fs", self.interval, exc_info=True)
-                    connection.close()
+            self.db.renew(self.lease)
+        except LeaseLost:
+            self._lost.set()
+            log.warning("lease lost while a call was in flight: its outcome will be abandoned")
+            return False
+        except DatabaseError:  # the next beat tries again; the lease left still covers the call
+            log.warning("could not renew the lease; trying again in %.1fs", self.interval, exc_info=True)
+            connection.close()
+        else:
+            self.renewals += 1
+        self.due = time.monotonic() + self.interval
+        return True
+
+
+class _Heart:
+    """The one thread per process that renews the leases of the calls in flight.
+
+    Starting a thread per call would cost each call a thread handoff (about a millisecond on a
+    busy machine); registering with this one is a dict update. It sleeps while no call is in
+    flight and closes its database connection then (Django's connections are per thread).
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._beats: dict[int, Heartbeat] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, beat: Heartbeat) -> None:
+        with self._changed:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()  # a forked pool child inherits no threads: start its own
+                self._thread = threading.Thread(target=self._run, name="durable-heartbeat", daemon=True)
+                self._thread.start()
+            self._beats[id(beat)] = beat
+            if len(self._beats) == 1:
+                self._changed.notify()
+
+    def remove(self, beat: Heartbeat) -> None:
+        with self._changed:
+            self._beats.pop(id(beat), None)
+
+    def beating(self, beat: Heartbeat) -> bool:
+        with self._changed:
+            return id(beat) in self._beats
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._beats:
+                    connection.close()  # idle: hold no connection
+                    self._changed.wait()
+                now = time.monotonic()
+                due = [beat for beat in self._beats.values() if beat.due <= now]
+                if not due:
+                    self._changed.wait(min(beat.due for beat in self._beats.values()) - now)
                     continue
-                self.renewals += 1
-        finally:
-            connection.close()  # Django's connections are per thread: this one ends with the thread
+            for beat in due:
+                if not beat.context.run(beat.beat):
+                    self.remove(beat)
+
+
+_heart = _Heart()
 
 
 @contextmanager
