@@ -70,6 +70,11 @@ def workflows_declare_versions(app_configs: Any = None, **kwargs: Any) -> list[C
     return check_declared_versions(registry.all())
 
 
+@register(DURABLE)
+def calls_end_within_the_lease(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_call_timeout(settings.DURABLE_HTTP_TIMEOUT_SECONDS, settings.DURABLE_LEASE_SECONDS)
+
+
 @register(Tags.database, DURABLE)
 def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = None,
                                     **kwargs: Any) -> list[CheckMessage]:
@@ -215,6 +220,27 @@ def check_error_classification(downstreams: Iterable[Downstream]) -> list[CheckM
              "business rejections non-retryable.",
         obj=f"downstream {d.name!r}", id="durable.W009",
     ) for d in downstreams if not callable(getattr(d, "classify", None))]
+
+
+# -- the lease and the calls made under it -----------------------------------------
+
+
+def check_call_timeout(http_timeout: float, lease_seconds: float) -> list[CheckMessage]:
+    """durable.E014: a call's timeout is well under the lease (at most half of it).
+
+    The heartbeat (durable.heartbeat) renews the lease while a call is in flight; if it cannot
+    (the database unreachable), the lease renewed as the call began must still outlast the call,
+    or a second worker could take the run and send while the first request may be in flight.
+    """
+    if http_timeout <= lease_seconds / 2:
+        return []
+    return [Error(
+        f"DURABLE_HTTP_TIMEOUT_SECONDS ({http_timeout:g}s) is not well under DURABLE_LEASE_SECONDS "
+        f"({lease_seconds:g}s): a call may still be in flight when its run's lease runs out, should the "
+        "heartbeat fail to renew it, and then a second worker would call again.",
+        hint=f"Keep DURABLE_HTTP_TIMEOUT_SECONDS at most half of DURABLE_LEASE_SECONDS: lower the timeout to "
+             f"{lease_seconds / 2:g}s or less, or raise the lease to {http_timeout * 2:g}s or more.",
+        obj="settings.DURABLE_HTTP_TIMEOUT_SECONDS", id="durable.E014")]
 
 
 # -- workflow versions -------------------------------------------------------------

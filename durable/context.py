@@ -15,6 +15,7 @@ from durable.downstream import Downstream
 from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError
 from durable.engine.replay import ReplayCursor
+from durable.heartbeat import lease_kept
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.activity")
@@ -67,7 +68,8 @@ class StepContext:
             log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
             result = recorded.result
         else:
-            result = to_json(fn(*args, **kwargs))
+            with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
+                result = to_json(fn(*args, **kwargs))
             self._store.record_activity(self._lease, self.step, index, name, result)
         return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
 

@@ -40,7 +40,7 @@ DRILL_ENV = {
     "DURABLE_LEASE_SECONDS": "2",
     "DURABLE_SWEEP_SECONDS": "1",
     "DURABLE_PENDING_GRACE_SECONDS": "2",
-    "DURABLE_HTTP_TIMEOUT_SECONDS": "5",
+    "DURABLE_HTTP_TIMEOUT_SECONDS": "1",  # at most half the lease (durable.E014)
 }
 SETTLED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.NEEDS_ATTENTION})
 

@@ -6,10 +6,11 @@ from typing import Any
 
 from durable import ledger, logs, metrics
 from durable.downstream import Downstream, classify_error
-from durable.engine.errors import NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
+from durable.engine.errors import LeaseLost, NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, after_failed_call, on_reentry
 from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
+from durable.heartbeat import lease_kept
 from durable.models import SideEffect
 from durable.store import Lease, RunStore
 from reconciliation.reconciler import reconcile_started
@@ -67,7 +68,10 @@ def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream
                  downstream.name, row.attempts)
     fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
     try:
-        outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
+        with lease_kept(db, lease):  # no second worker sends while this request may be in flight
+            outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
+    except LeaseLost:
+        raise  # the run is another worker's now: it settles the STARTED row, this one writes nothing
     except Exception as exc:
         _settle_failure(db, lease, row, downstream, exc, may_have_happened=may_have_happened)
         raise

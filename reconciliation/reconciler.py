@@ -13,6 +13,7 @@ from typing import Any
 from durable import ledger, metrics
 from durable.downstream import Downstream, Outcome
 from durable.engine.ledger import Reconciliation, reconciliation_for
+from durable.heartbeat import lease_kept
 from durable.models import JournalEntry, SideEffect
 from durable.store import Lease, RunStore
 
@@ -64,7 +65,8 @@ def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: str, evidenc
 
 def reconcile_started(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> Settled:
     """A worker met a STARTED operation (or an ambiguous answer): decide what is true."""
-    finding = investigate(row, downstream)
+    with lease_kept(db, lease):  # a slow lookup must not let a second worker look up and send meanwhile
+        finding = investigate(row, downstream)
     if finding.decision == RETRY_SAME_KEY:
         _journal(db, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=None, may_have_happened=True)

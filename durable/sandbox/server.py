@@ -346,6 +346,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
             # Event.wait instead of sleep so stop() does not have to wait for hung requests.
             self.server.stopping.wait(self.server.hang_seconds)
             raise _DropConnection()
+        if fault == "slow":
+            self.server.stopping.wait(self.server.hang_seconds)
         try:
             reply = route.handler(call)  # the business effect, if any, happens here
         except SandboxError as exc:

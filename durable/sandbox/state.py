@@ -11,7 +11,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 SERVICES: tuple[str, ...] = ("orders", "payments", "tickets", "notifications", "llm")
-FAULT_MODES: tuple[str, ...] = ("429", "503", "hang", "drop_after_success")
+# "hang" waits hang_seconds and closes without answering; "slow" waits as long, then serves the call
+# (its effect happens as it answers: a lookup made meanwhile finds nothing).
+FAULT_MODES: tuple[str, ...] = ("429", "503", "hang", "drop_after_success", "slow")
 
 SEED_ORDERS: tuple[dict[str, str], ...] = (
     {"order_id": "ORD-1001", "customer": "Ada Lovelace", "amount": "120.00", "currency": "EUR"},

@@ -1,7 +1,8 @@
 """Portable (SQLite and Postgres) run store built on the ORM's conditional UPDATEs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -27,9 +28,17 @@ class Lease:
     seconds: float
     resuming: bool = False  # the run ran before: claimed before, or past its first checkpoint
     waited_seconds: float | None = None  # from when the run became due again to this claim
+    # When this worker last set the expiry (its monotonic clock): what it knows of the lease it has left.
+    renewed_at: float = field(default_factory=time.monotonic)
 
-    def expiry(self, now: datetime) -> datetime:
+    def extended(self, now: datetime) -> datetime:
+        """The expiry a fenced write sets from `now`; noted as this worker's latest renewal."""
+        self.renewed_at = time.monotonic()
         return now + timedelta(seconds=self.seconds)
+
+    def seconds_left(self) -> float:
+        """How long the lease holds from now, as far as this worker knows (a lost lease holds for 0)."""
+        return self.seconds - (time.monotonic() - self.renewed_at)
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,9 @@ def claimed_lease(run: Run, owner: str, lease_seconds: float, now: datetime, bef
     """The lease a claim took, from the claimed run and its status, retry time, expiry and update time before."""
     resuming = run.fencing_token > 1 or run.checkpoint_seq > 0  # claimed before this claim, or past a checkpoint
     waited = (now - _due_since(before)).total_seconds() if resuming else None
-    return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds, resuming, waited)
+    # The expiry was set from `now`: count the lease from then, not from this later moment.
+    renewed_at = time.monotonic() - max(0.0, (timezone.now() - now).total_seconds())
+    return Lease(run.id, owner, run.fencing_token, run.checkpoint_seq, lease_seconds, resuming, waited, renewed_at)
 
 
 class RunStore:
@@ -123,7 +134,11 @@ class RunStore:
     def fence(self, lease: Lease) -> None:
         """Inside a caller's transaction: prove the lease still holds (and extend it)."""
         now = timezone.now()
-        self._fenced(lease, now, lease_expires_at=lease.expiry(now))
+        self._fenced(lease, now, lease_expires_at=lease.extended(now))
+
+    def renew(self, lease: Lease) -> None:
+        """Extend the lease while a call is in flight (durable.heartbeat); LeaseLost if it no longer holds."""
+        self.fence(lease)
 
     def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
         return self._journal(lease, timezone.now(), kind, step, **fields)
@@ -148,7 +163,7 @@ class RunStore:
         """Record an activity's result the moment it returns, so a crash never asks again."""
         now = timezone.now()
         with transaction.atomic():
-            self._fenced(lease, now, lease_expires_at=lease.expiry(now))
+            self._fenced(lease, now, lease_expires_at=lease.extended(now))
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
 
     # The side-effect ledger's writes (durable.ledger decides what they are).
@@ -169,7 +184,7 @@ class RunStore:
         """
         now = timezone.now()
         with transaction.atomic():
-            self._fenced(lease, now, lease_expires_at=lease.expiry(now))
+            self._fenced(lease, now, lease_expires_at=lease.extended(now))
             attempts = {"attempts": F("attempts") + 1} if count_attempt else {}
             moved = SideEffect.objects.filter(operation_id=row.operation_id, status__in=sources).update(
                 status=target, updated_at=now, **attempts, **fields)
@@ -183,7 +198,7 @@ class RunStore:
         with transaction.atomic():
             self._fenced(
                 lease, now, checkpoint_seq=lease.seq + 1, current_step=next_step, attempt=0,
-                lease_expires_at=lease.expiry(now),
+                lease_expires_at=lease.extended(now),
             )
             self._checkpoint(lease, now, step, next_step, state, schema_version)
         lease.seq += 1

@@ -148,7 +148,7 @@ class PostgresRunStore(RunStore):
             "output": json.dumps(output) if finished else None,
             "finished_at": now if finished else None,
             "lease_owner": None if finished else lease.owner,
-            "lease_expires_at": None if finished else lease.expiry(now),
+            "lease_expires_at": None if finished else lease.extended(now),
         }
         self._execute_fenced(_STEP_SQL, params, lease)
         lease.seq += 1
@@ -158,6 +158,9 @@ class PostgresRunStore(RunStore):
 
     def finish(self, lease: Lease, step: str, state: dict[str, Any], schema_version: int, output: Any) -> None:
         self._write_step(lease, step, "", state, schema_version, finished=True, output=output)
+
+    def renew(self, lease: Lease) -> None:
+        self._execute_fenced(_FENCE, _fence_params(lease, timezone.now()), lease)
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
@@ -191,7 +194,7 @@ class PostgresRunStore(RunStore):
 
 def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
     return {"run_id": lease.run_id, "token": lease.token, "seq": lease.seq, "now": now,
-            "lease_expires_at": lease.expiry(now)}
+            "lease_expires_at": lease.extended(now)}
 
 
 def _set_fields(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -21,8 +21,9 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from durable import checks, downstream
-from durable.checks import (check_approvals, check_client_retries, check_crash_settlement, check_declared_versions,
-                            check_drills, check_error_classification, check_side_effect_keys)
+from durable.checks import (check_approvals, check_call_timeout, check_client_retries, check_crash_settlement,
+                            check_declared_versions, check_drills, check_error_classification,
+                            check_side_effect_keys)
 from durable.demo import downstreams as demo_downstreams
 from durable.demo.claims_agent import claims_agent, claims_agent_v2
 from durable.demo.refund_checks import revalidate_refund
@@ -240,6 +241,37 @@ def test_a_workflow_without_its_releases_or_a_version_is_a_warning():
     [warning] = check_declared_versions([bare])
     assert (warning.id, warning.obj) == ("durable.W010", "bare v0")
     assert "does not declare tool_catalog_version, model_policy_version, version >= 1:" in warning.msg
+
+
+# -- durable.E014: a call's timeout is well under the lease ---------------------------
+
+
+@pytest.mark.parametrize("http_timeout, lease", [(5, 60), (30, 60), (1, 2)])
+def test_a_timeout_at_most_half_the_lease_is_quiet(http_timeout, lease):
+    assert check_call_timeout(http_timeout, lease) == []
+
+
+@pytest.mark.parametrize("http_timeout, lease", [(12, 6), (31, 60), (5, 2)])
+def test_a_timeout_not_well_under_the_lease_is_an_error_naming_both_settings(http_timeout, lease):
+    [error] = check_call_timeout(http_timeout, lease)
+    assert error.id == "durable.E014" and error.level == django_checks.ERROR
+    assert f"DURABLE_HTTP_TIMEOUT_SECONDS ({http_timeout:g}s)" in error.msg
+    assert f"DURABLE_LEASE_SECONDS ({lease:g}s)" in error.msg
+    assert "DURABLE_HTTP_TIMEOUT_SECONDS" in error.hint and "DURABLE_LEASE_SECONDS" in error.hint
+
+
+def test_the_registered_check_reads_the_settings(settings):
+    settings.DURABLE_LEASE_SECONDS, settings.DURABLE_HTTP_TIMEOUT_SECONDS = 6, 12  # the setup
+    assert "durable.E014" in ids(django_checks.run_checks(tags=[checks.DURABLE]))
+    settings.DURABLE_HTTP_TIMEOUT_SECONDS = 3
+    assert "durable.E014" not in ids(django_checks.run_checks(tags=[checks.DURABLE]))
+
+
+def test_the_drill_s_short_lease_keeps_its_calls_within_it():
+    from durable.drill import DRILL_ENV
+
+    assert check_call_timeout(float(DRILL_ENV["DURABLE_HTTP_TIMEOUT_SECONDS"]),
+                              float(DRILL_ENV["DURABLE_LEASE_SECONDS"])) == []
 
 
 # -- durable.W011: the newest version has passed a fault drill ------------------------

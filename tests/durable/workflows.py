@@ -85,3 +85,36 @@ def trivial_workflow(name: str, steps: int) -> Workflow:
 
 
 trivial = trivial_workflow("test-trivial", 10)
+
+
+class SlowCallState(BaseModel):
+    call: str  # "refund", "ticket", "notify" (a downstream of each kind) or "plan" (an LLM activity)
+    order_id: str = "ORD-1001"
+    result: dict[str, Any] = {}
+
+
+slow_call = register(Workflow(
+    name="test-slow-call", version=1, state=SlowCallState, input=SlowCallState, prompt_release="p1",
+    retry=RetryPolicy(max_attempts=3, initial_interval=0.05, max_interval=0.2, jitter=0.1),
+))
+
+
+@slow_call.step(side_effects=["refund", "ticket", "notify"])
+def make_the_call(ctx: Any, state: SlowCallState) -> SlowCallState:
+    """One call to a downstream of the kind asked for, or to the planner's model, in a step of its own."""
+    from durable.demo import downstreams
+    from durable.demo.llm import planner_model
+
+    order = state.order_id
+    if state.call == "plan":
+        state.result = ctx.activity("llm.plan", planner_model().plan, f"{order} arrived broken, refund please")
+    elif state.call == "refund":
+        state.result = ctx.side_effect("refund", business_key=order, downstream=downstreams.payments,
+                                       payload={"order_id": order, "amount": "120.00"})
+    elif state.call == "ticket":
+        state.result = ctx.side_effect("ticket", business_key=order, downstream=downstreams.tickets,
+                                       payload={"subject": f"Refund for {order}"})
+    else:
+        state.result = ctx.side_effect("notify", business_key=order, downstream=downstreams.notifications,
+                                       payload={"to": "ada@example.com", "message": "Your refund is on its way"})
+    return state

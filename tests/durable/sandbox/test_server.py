@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -73,7 +73,7 @@ def test_server_exposes_url_and_state_and_releases_port_on_stop() -> None:
 
 
 def test_fault_modes_are_exported() -> None:
-    assert FAULT_MODES == ("429", "503", "hang", "drop_after_success")
+    assert FAULT_MODES == ("429", "503", "hang", "drop_after_success", "slow")
 
 
 def test_sandbox_modules_use_only_the_standard_library() -> None:
@@ -368,6 +368,33 @@ def test_hang_ends_by_dropping_the_connection_without_effect() -> None:
         assert calls(client)["payments"]["calls"] == 1
         assert calls(client)["payments"]["effects"] == 0
         assert client.get("/orders/ORD-1001").json()["refunded_amount"] == "0.00"
+
+
+def test_slow_answers_after_the_wait_and_its_effect_happens_only_then() -> None:
+    with SandboxServer(port=0, hang_seconds=3) as server, httpx.Client(base_url=server.url, timeout=10) as client:
+        arm(client, "tickets", "slow")
+        answered = threading.Event()
+        looked_up: list[list[dict[str, str]]] = []
+
+        def create() -> None:
+            client.post("/tickets", json={"business_key": "slow-1", "subject": "s"})
+            answered.set()
+
+        thread = threading.Thread(target=create)
+        thread.start()
+        wait_until(lambda: server.state.calls_snapshot()["tickets"]["calls"] == 1)
+        with httpx.Client(base_url=server.url, timeout=5) as other:  # a lookup while the call is in flight
+            looked_up.append(other.get("/tickets", params={"business_key": "slow-1"}).json()["tickets"])
+        thread.join(timeout=10)
+        assert answered.is_set() and looked_up == [[]]  # the ticket did not exist until the answer
+        assert calls(client)["tickets"]["effects"] == 1
+
+
+def wait_until(predicate: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_stop_wakes_hanging_requests_promptly() -> None:
