@@ -224,6 +224,8 @@ DURABLE_TIME_SLICE_SECONDS = float(os.environ.get("DURABLE_TIME_SLICE_SECONDS", 
 DURABLE_SWEEP_SECONDS = float(os.environ.get("DURABLE_SWEEP_SECONDS", "5"))
 DURABLE_PENDING_GRACE_SECONDS = float(os.environ.get("DURABLE_PENDING_GRACE_SECONDS", "10"))
 DURABLE_DELIVER_TWICE = env_bool("DURABLE_DELIVER_TWICE", False)  # drills only
+# Tools only (durable/scope.py): this process's sweeper touches only the runs created by this account id.
+DURABLE_SCOPE_CREATED_BY = int(os.environ["DURABLE_SCOPE_CREATED_BY"]) if os.environ.get("DURABLE_SCOPE_CREATED_BY") else None
 DURABLE_RECONCILE_AFTER_SECONDS = float(os.environ.get("DURABLE_RECONCILE_AFTER_SECONDS", "300"))
 DURABLE_WORKFLOW_MODULES = env_list("DURABLE_WORKFLOW_MODULES", "durable.demo.claims_agent")
 DURABLE_SANDBOX_URL = os.environ.get("DURABLE_SANDBOX_URL", "http://127.0.0.1:8765")
