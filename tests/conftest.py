@@ -26,6 +26,8 @@ def _isolated_queue() -> None:
     # Each test session gets its own queue, so messages left by an earlier run are never consumed.
     settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
     settings.DURABLE_WORKFLOW_MODULES = TEST_WORKFLOW_MODULES
+    # The test client and the live server speak plain HTTP; production redirects it to HTTPS.
+    settings.SECURE_SSL_REDIRECT = False
 
 
 @pytest.fixture(scope="session")
