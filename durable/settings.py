@@ -93,6 +93,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "durable.unavailable.DatabaseUnavailableMiddleware",  # first: the last to see a view's exception
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from any web process, no extra server
     "durable.no_store.NoStoreMiddleware",  # below WhiteNoise: static files stay cacheable, pages never
