@@ -19,6 +19,9 @@ from durable.sandbox import SandboxServer
 
 TEST_WORKFLOW_MODULES = ["durable.demo.claims_agent", "tests.durable.workflows", "tests.durable.version_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
+# The test client, the live server and schemathesis's WSGI app (built as test modules are collected) speak
+# plain HTTP; production redirects it to HTTPS.
+settings.SECURE_SSL_REDIRECT = False
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,8 +29,6 @@ def _isolated_queue() -> None:
     # Each test session gets its own queue, so messages left by an earlier run are never consumed.
     settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"
     settings.DURABLE_WORKFLOW_MODULES = TEST_WORKFLOW_MODULES
-    # The test client and the live server speak plain HTTP; production redirects it to HTTPS.
-    settings.SECURE_SSL_REDIRECT = False
 
 
 @pytest.fixture(scope="session")
