@@ -37,6 +37,7 @@ from durable.engine.approvals import (
 from durable.engine.errors import classify
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SecurityEvent
+from durable.scope import runs_in_scope
 from durable.security import record_refusal
 from durable.services import Conflict, Forbidden, InvalidInput, Unavailable, audit
 
@@ -228,7 +229,8 @@ def invalidate(request: ApprovalRequest, check: Revalidation, *, user: AbstractB
 
 def expire_due(limit: int = 500) -> list[UUID]:
     """Expire pending requests past their deadline; each run wakes to take its expiry path."""
-    due = list(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=Now())
+    due = list(ApprovalRequest.objects.filter(runs_in_scope("run__"), status=ApprovalStatus.PENDING,
+                                              expires_at__lte=Now())
                .order_by("expires_at").values_list("id", flat=True)[:limit])
     return [request_id for request_id in due if expire(request_id)]
 

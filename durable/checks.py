@@ -322,7 +322,10 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
         if actions != set(drill.DEFAULT_ACTIONS):
             command += f" --actions {','.join(sorted(actions))}"
         asking = drill.steps_that_ask(wf)
-        hint = (f"Run `{command}` against the production database and broker; it records its result."
+        hint = (f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
+                "there. It touches only what it creates: its runs belong to an account of its own, its workers "
+                "sweep only those, on a queue of their own, and production's workers leave them alone "
+                "(docs/fault-drill.md)."
                 if not asking else
                 f"The drill does not approve, so it cannot drill a version that waits for a human (step(s) "
                 f"{', '.join(asking)}). Drill a version with the same side effects and no approval, and silence "

@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -32,7 +33,7 @@ from durable.processes import WorkerProcess
 from durable.registry import UnknownWorkflow, registry
 from durable.sandbox import SandboxServer
 from durable.workflow import Workflow
-from durable.workload import delete_runs, wait_for_runs
+from durable.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
 
 DEFAULT_ACTIONS = ("refund", "ticket", "notify")
 # Short lease, sweep and grace: a crashed run is rescued within seconds instead of minutes.
@@ -207,14 +208,21 @@ class DrillResult:
 
 
 def run_drill(config: DrillConfig, *, on_cell: Callable[[CellResult], None] | None = None) -> DrillResult:
-    """Every cell in turn, each with fresh workers, sandbox, queue and fault markers."""
+    """Every cell in turn, each with fresh workers, sandbox, queue and fault markers.
+
+    The drill starts its runs as an account of its own and its workers sweep only that account's
+    runs, on a queue of their own: pointed at a database other runs live in, it touches none of them."""
     validate(config)
     started, started_at = time.monotonic(), timezone.now()
     results = []
-    for number, cell in enumerate(config.cells(), start=1):
-        results.append(run_cell(config, cell, number))
-        if on_cell is not None:
-            on_cell(results[-1])
+    account = tool_account("drill")
+    try:
+        for number, cell in enumerate(config.cells(), start=1):
+            results.append(run_cell(config, cell, number, account=account))
+            if on_cell is not None:
+                on_cell(results[-1])
+    finally:
+        retire(account)
     result = DrillResult(config, tuple(results), time.monotonic() - started)
     record(result, started_at=started_at)
     return result
@@ -232,7 +240,7 @@ def record(result: DrillResult, *, started_at: datetime) -> DrillRecord:
     )
 
 
-def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
+def run_cell(config: DrillConfig, cell: Cell, number: int, *, account: User) -> CellResult:
     started = time.monotonic()
     fault_dir = Path(tempfile.mkdtemp(prefix="durable-drill-faults-"))
     # A queue of its own: no other worker takes the drill's runs, no earlier cell's message lingers.
@@ -241,10 +249,10 @@ def run_cell(config: DrillConfig, cell: Cell, number: int) -> CellResult:
         with SandboxServer() as sandbox, \
                 override_settings(DURABLE_SANDBOX_URL=sandbox.url, CELERY_TASK_DEFAULT_QUEUE=queue):
             orders = seed_orders(sandbox, f"ORD-7{number:02d}", config.runs_per_cell)
-            env = {**DRILL_ENV, "DURABLE_FAULT_POINTS": cell.point, "DURABLE_FAULT_ACTIONS": cell.action,
-                   "DURABLE_FAULT_DIR": str(fault_dir)}
+            env = {**DRILL_ENV, **scope_env(account), "DURABLE_FAULT_POINTS": cell.point,
+                   "DURABLE_FAULT_ACTIONS": cell.action, "DURABLE_FAULT_DIR": str(fault_dir)}
             with DrillWorkers(env, config.workers, config.log_dir, cell.label) as workers:
-                run_ids = [_start_run(config.workflow, config.version, order_id) for order_id in orders]
+                run_ids = [_start_run(config.workflow, config.version, order_id, account) for order_id in orders]
                 wait_for_runs(run_ids, until=SETTLED, timeout=config.timeout, tick=workers.supervise)
             # Counted only once the workers are gone: nothing can take effect after this.
             downstream, counts = measure(cell, run_ids, crashes=len(list(fault_dir.iterdir())),
@@ -267,10 +275,10 @@ def seed_orders(sandbox: SandboxServer, prefix: str, runs: int) -> list[str]:
     return orders
 
 
-def _start_run(workflow: str, version: int | None, order_id: str) -> UUID:
+def _start_run(workflow: str, version: int | None, order_id: str, account: User) -> UUID:
     run, _ = services.start_run(workflow=workflow, version=version, business_key=order_id, enqueue=True, input={
         "order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it",
-    }, allow_older_version=True)
+    }, allow_older_version=True, user=account)
     return run.id
 
 

@@ -41,10 +41,9 @@ from durable.models import Run, SideEffect
 from durable.processes import WebProcess
 from durable.sandbox import SandboxServer
 from durable.tokens import create_token
-from durable.workload import wait_for_runs
+from durable.workload import retire, scope_env, tool_account, wait_for_runs
 
 WORKFLOW, VERSION = "claims-agent", 1  # version 1 goes straight through its side effects
-SERVICE_USERNAME = "durable-scaleout"
 TRANSIENT = ("429", "503")
 TRANSIENT_SERVICES = ("orders", "payments", "tickets", "notifications", "llm")
 
@@ -125,7 +124,9 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
     queue = f"durable-scaleout-{uuid.uuid4().hex[:8]}"
     fault_dir = Path(tempfile.mkdtemp(prefix="durable-scaleout-faults-"))
     log_dir = config.log_dir or Path(tempfile.mkdtemp(prefix="durable-scaleout-logs-"))
+    account = tool_account("scaleout")  # starts the runs; the workers sweep only its runs (durable/scope.py)
     env = {
+        **scope_env(account),
         # The drill's short lease and sweep rescue crashed runs within seconds; the grace before a
         # PENDING run counts as lost stays at production's 10 s, since a burst of runs queues longer.
         **DRILL_ENV, "DURABLE_PENDING_GRACE_SECONDS": "10", "DURABLE_DELIVER_TWICE": "true",
@@ -133,7 +134,7 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
         "DURABLE_FAULT_RATE": str(config.fault_rate), "DURABLE_FAULT_SEED": str(config.seed),
         "DURABLE_FAULT_DIR": str(fault_dir),
     }
-    token = service_token()
+    token = service_token(account)
     try:
         with SandboxServer() as sandbox, override_settings(
                 DURABLE_SANDBOX_URL=sandbox.url, CELERY_TASK_DEFAULT_QUEUE=queue, CELERY_BROKER_URL=config.broker_url):
@@ -163,17 +164,16 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
     finally:
         drop_queue(config.broker_url, queue)
         shutil.rmtree(fault_dir, ignore_errors=True)
+        Token.objects.filter(user=account).delete()
+        retire(account)
     return result
 
 
-def service_token() -> str:
-    """The API token of a service account that may start and read runs, nothing else.
+def service_token(user: User) -> str:
+    """The API token of the harness's own service account, which may start and read runs, nothing else.
 
     It starts claims-agent v1, which is resume-only, so it holds the audited grant for that
     (docs/workflow-versions.md) and names its reason in every start."""
-    user, _ = User.objects.get_or_create(username=SERVICE_USERNAME)
-    user.set_unusable_password()
-    user.save()
     user.user_permissions.set(Permission.objects.filter(
         content_type__app_label="durable", codename__in=("start_run", "view_run", "start_older_version")))
     # Only a token's hash is kept: each harness run makes its own token, which lives a day.

@@ -32,9 +32,48 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-embedded-default-change-me" if DEBUG or not os.environ.get("DATABASE_URL") else "")
-if not SECRET_KEY:
-    raise RuntimeError("SECRET_KEY must be set when DATABASE_URL is set (production)")
+# The embedded demo on http://127.0.0.1 (bin/demo sets this): plain cookies, and a key of this machine's own.
+DURABLE_EMBEDDED_DEMO = env_bool("DURABLE_EMBEDDED_DEMO", False)
+# Keys anyone can read (this project's old embedded default, Django's startproject prefix, the docs' placeholder).
+PUBLISHED_SECRET_KEYS = ("insecure-embedded-default-change-me", "...", "change-me", "changeme")
+
+
+def secret_key(environ: Mapping[str, str], *, debug: bool, demo: bool, var_dir: Path) -> str:
+    """SECRET_KEY from the environment; only the embedded demo or DEBUG falls back to a key kept in var/."""
+    given = environ.get("SECRET_KEY", "").strip()
+    published = given in PUBLISHED_SECRET_KEYS or given.startswith("django-insecure")
+    if given and not published:
+        return given
+    if demo or debug:
+        return _local_secret_key(var_dir)
+    from django.core.exceptions import ImproperlyConfigured
+
+    problem = "is a published placeholder" if given else "is not set"
+    raise ImproperlyConfigured(
+        f"SECRET_KEY {problem}. Set SECRET_KEY to a long random value, the same on every web and worker machine "
+        "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'). Only the embedded demo (bin/demo, "
+        "DURABLE_EMBEDDED_DEMO=1) or DJANGO_DEBUG=true runs without one.")
+
+
+def _local_secret_key(var_dir: Path) -> str:
+    """A random key made once for this var/ directory and shared by every process that uses it."""
+    path = var_dir / "secret_key"
+    if not path.exists():
+        import secrets
+
+        draft = var_dir / f"secret_key.{os.getpid()}"
+        draft.write_text(secrets.token_urlsafe(50))
+        draft.chmod(0o600)
+        try:
+            os.link(draft, path)  # atomic: a process starting at the same time keeps the first key written
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+SECRET_KEY = secret_key(os.environ, debug=DEBUG, demo=DURABLE_EMBEDDED_DEMO, var_dir=VAR_DIR)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 
 INSTALLED_APPS = [
@@ -53,8 +92,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "durable.unavailable.DatabaseUnavailableMiddleware",  # first: the last to see a view's exception
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from any web process, no extra server
+    "durable.no_store.NoStoreMiddleware",  # below WhiteNoise: static files stay cacheable, pages never
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -127,13 +168,15 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "durable:overview"
 LOGOUT_REDIRECT_URL = "login"
 
-# Production is served over HTTPS (TLS ends at the proxy; DURABLE_BEHIND_TLS_PROXY=true trusts its
-# X-Forwarded-Proto): secure cookies and HSTS. The demo on http://127.0.0.1 keeps plain cookies.
-DURABLE_HTTPS = env_bool("DURABLE_HTTPS", not DEBUG and bool(os.environ.get("DATABASE_URL")))
+# Everything but the embedded demo and DEBUG is served over HTTPS (TLS ends at the proxy;
+# DURABLE_BEHIND_TLS_PROXY=true trusts its X-Forwarded-Proto): secure cookies, HSTS, plain HTTP
+# redirected. The demo on http://127.0.0.1 keeps plain cookies.
+DURABLE_HTTPS = env_bool("DURABLE_HTTPS", not DEBUG and not DURABLE_EMBEDDED_DEMO)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = DURABLE_HTTPS
 SECURE_HSTS_SECONDS = int(os.environ.get("DURABLE_HSTS_SECONDS", "31536000")) if DURABLE_HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = DURABLE_HTTPS
-SECURE_SSL_REDIRECT = env_bool("DURABLE_SSL_REDIRECT", False)
+SECURE_HSTS_PRELOAD = DURABLE_HTTPS and env_bool("DURABLE_HSTS_PRELOAD", False)  # the domain owner's commitment
+SECURE_SSL_REDIRECT = env_bool("DURABLE_SSL_REDIRECT", DURABLE_HTTPS)
 DURABLE_BEHIND_TLS_PROXY = env_bool("DURABLE_BEHIND_TLS_PROXY", False)  # also: trust its X-Forwarded-For
 if DURABLE_BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -226,6 +269,8 @@ DURABLE_TIME_SLICE_SECONDS = float(os.environ.get("DURABLE_TIME_SLICE_SECONDS", 
 DURABLE_SWEEP_SECONDS = float(os.environ.get("DURABLE_SWEEP_SECONDS", "5"))
 DURABLE_PENDING_GRACE_SECONDS = float(os.environ.get("DURABLE_PENDING_GRACE_SECONDS", "10"))
 DURABLE_DELIVER_TWICE = env_bool("DURABLE_DELIVER_TWICE", False)  # drills only
+# Tools only (durable/scope.py): this process's sweeper touches only the runs created by this account id.
+DURABLE_SCOPE_CREATED_BY = int(os.environ["DURABLE_SCOPE_CREATED_BY"]) if os.environ.get("DURABLE_SCOPE_CREATED_BY") else None
 DURABLE_RECONCILE_AFTER_SECONDS = float(os.environ.get("DURABLE_RECONCILE_AFTER_SECONDS", "300"))
 DURABLE_WORKFLOW_MODULES = env_list("DURABLE_WORKFLOW_MODULES", "durable.demo.claims_agent")
 DURABLE_SANDBOX_URL = os.environ.get("DURABLE_SANDBOX_URL", "http://127.0.0.1:8765")

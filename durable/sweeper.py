@@ -5,7 +5,8 @@ Messages can be lost or duplicated; the database is what says what must run. A r
 lease expired (its worker died), whose retry is due, or that sat PENDING past a grace
 period (its message was lost) is sent again. Duplicates are harmless: the lease decides.
 A run is re-sent at most once per grace period, and then with ever longer gaps
-(durable.engine.resend), so a backlog is not flooded with copies.
+(durable.engine.resend), so a backlog is not flooded with copies. A tool's workers sweep only
+the runs the tool created (durable.scope).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from durable import dispatch
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
 from durable.models import Run
+from durable.scope import runs_in_scope
 
 
 def due_runs(limit: int = 1000) -> list[UUID]:
@@ -34,7 +36,7 @@ def due_runs(limit: int = 1000) -> list[UUID]:
     )
     not_just_sent = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - grace)
     # Read a few times the limit: the backoff, applied here, passes over runs sent not long ago.
-    candidates = (Run.objects.filter(due & not_just_sent)
+    candidates = (Run.objects.filter(due & not_just_sent, runs_in_scope())
                   .order_by(F("enqueued_at").asc(nulls_first=True), "updated_at")
                   .values_list("id", "status", "updated_at", "lease_expires_at", "next_attempt_at", "enqueued_at")
                   [:limit * 4])

@@ -28,3 +28,4 @@ urlpatterns = [
 
 handler400 = "durable.api.errors.bad_request"  # a body too big or too many fields: says which limit
 handler404 = "durable.api.errors.not_found"  # JSON under /api/, the HTML page elsewhere
+handler500 = "durable.unavailable.server_error"  # the database away: 503 with Retry-After, else Django's 500

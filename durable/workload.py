@@ -1,13 +1,17 @@
-"""Synthetic workloads (the benchmark, the drill): waiting for their runs, and removing them after."""
+"""Synthetic workloads (the benchmark, the drill, the scale-out harness): whose runs they are, waiting for them,
+and removing them after."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Collection, Sequence
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from durable.models import Run, SideEffect
+from durable.scope import TOOL_ACCOUNT_PREFIX
 
 
 def wait_for_runs(run_ids: Sequence[UUID], *, until: Collection[str], timeout: float,
@@ -29,3 +33,23 @@ def delete_runs(run_ids: Sequence[UUID]) -> None:
         with transaction.atomic():
             SideEffect.objects.filter(run_id__in=chunk).delete()  # PROTECTs its run: goes first
             Run.objects.filter(id__in=chunk).delete()
+
+
+def tool_account(tool: str) -> User:
+    """An account of this invocation's own, to start the tool's runs as: its workers' sweeper touches only the
+    runs this account created, and production's sweeper none of them (durable/scope.py)."""
+    account = User(username=f"{TOOL_ACCOUNT_PREFIX}{tool}-{uuid.uuid4().hex[:8]}",
+                   first_name=f"{tool} (tool account, one invocation)")
+    account.set_unusable_password()
+    account.save()
+    return account
+
+
+def scope_env(account: User) -> dict[str, str]:
+    """The environment that scopes a tool's worker processes to the runs `account` created."""
+    return {"DURABLE_SCOPE_CREATED_BY": str(account.pk)}
+
+
+def retire(account: User) -> None:
+    """The tool is done: its account can no longer sign in or call the API (it stays, as its runs' creator)."""
+    User.objects.filter(pk=account.pk).update(is_active=False)

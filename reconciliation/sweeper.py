@@ -15,6 +15,7 @@ from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.scope import runs_in_scope
 from reconciliation.reconciler import NOT_FOUND, RETRY_SAME_KEY, Finding, investigate
 
 log = logging.getLogger("durable.reconciliation")
@@ -24,7 +25,7 @@ def stale_operations(limit: int = 200) -> list[SideEffect]:
     now = timezone.now()
     cutoff = now - timedelta(seconds=settings.DURABLE_RECONCILE_AFTER_SECONDS)
     live = Q(run__status=RunStatus.RUNNING, run__lease_expires_at__gte=now)
-    return list(SideEffect.objects.filter(status=Op.STARTED, updated_at__lt=cutoff).exclude(live)
+    return list(SideEffect.objects.filter(runs_in_scope("run__"), status=Op.STARTED, updated_at__lt=cutoff).exclude(live)
                 .select_related("run").order_by("updated_at")[:limit])
 
 

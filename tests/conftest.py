@@ -19,6 +19,9 @@ from durable.sandbox import SandboxServer
 
 TEST_WORKFLOW_MODULES = ["durable.demo.claims_agent", "tests.durable.workflows", "tests.durable.version_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
+# The test client, the live server and schemathesis's WSGI app (built as test modules are collected) speak
+# plain HTTP; production redirects it to HTTPS.
+settings.SECURE_SSL_REDIRECT = False
 
 
 @pytest.fixture(scope="session", autouse=True)

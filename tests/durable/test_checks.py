@@ -293,6 +293,8 @@ def test_a_newest_version_never_drilled_is_a_warning_naming_the_command():
     assert (warning.id, warning.obj) == ("durable.W011", "crafted v2")
     assert "(it was never drilled)" in warning.msg
     assert "durable_drill --workflow crafted --workflow-version 2 --actions refund" in warning.hint
+    # Pointed at production, the drill is safe to run only because it touches nothing but its own runs.
+    assert "touches only what it creates" in warning.hint and "docs/fault-drill.md" in warning.hint
 
 
 @pytest.mark.django_db

@@ -28,6 +28,7 @@ def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_ap
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "PROMETHEUS_MULTIPROC_DIR"}}
     env["DURABLE_VAR_DIR"] = str(tmp_path / "var")  # the embedded default: SQLite + filesystem broker, its metrics
+    env["DURABLE_EMBEDDED_DEMO"] = "1"  # as bin/demo sets it: plain HTTP, a key of its own in var/
     out = tmp_path / "demo.out"
     demo = subprocess.Popen(
         [sys.executable, "manage.py", "durable_up", "--port", str(port), "--sandbox-port", str(sandbox_port)],

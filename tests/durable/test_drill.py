@@ -2,19 +2,24 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.utils import timezone
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from durable import drill
+from durable import drill, services
 from durable.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResult, Expectation, expectation,
                            format_matrix, judge, run_drill)
 from durable.engine.ledger import Capabilities
+from durable.engine.ledger import OperationStatus as Op
+from durable.engine.states import RunStatus
 from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
-from durable.models import DrillRecord
+from durable.models import DrillRecord, JournalEntry, Run, SideEffect
 from durable.registry import registry
 from tests.durable.metered import counting
 
@@ -128,7 +133,7 @@ def test_a_small_drill_crashes_every_cell_and_nothing_takes_effect_twice(worker_
 @pytest.mark.django_db
 def test_a_drill_records_the_workflow_version_it_ran_against(monkeypatch):
     verdicts = {AFTER_PREPARE: (), AFTER_COMMIT: ("1 run(s) lost",)}
-    monkeypatch.setattr(drill, "run_cell", lambda config, cell, number: CellResult(
+    monkeypatch.setattr(drill, "run_cell", lambda config, cell, number, account: CellResult(
         cell, "payments", CLEAN, verdicts[cell.point], (), 0.1))
     run_drill(DrillConfig(points=(AFTER_PREPARE,), actions=("refund", "ticket")))
     run_drill(DrillConfig(points=(AFTER_PREPARE, AFTER_COMMIT), actions=("refund",)))
@@ -145,3 +150,36 @@ def test_a_drill_records_the_workflow_version_it_ran_against(monkeypatch):
 def test_the_drill_refuses_a_version_that_waits_for_a_human():
     with pytest.raises(ValueError, match=r"claims-agent v2 waits for a human at step\(s\) approval"):
         drill.validate(DrillConfig(version=2))
+
+
+FOREIGN_FIELDS = ("status", "lease_owner", "lease_expires_at", "fencing_token", "enqueued_at", "updated_at",
+                  "checkpoint_seq", "current_step")
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_drill_beside_a_production_run_leaves_that_run_alone(worker_log_dir):
+    """A production run whose worker died (lease expired, a ticket left STARTED an hour ago) is due for any
+    sweeper; the drill's sweeper, its reconciler and its workers must not touch it."""
+    person = User.objects.create_user("production-caller")
+    foreign, _ = services.start_run(workflow="claims-agent", version=1, business_key="ORD-4242", user=person,
+                                    enqueue=False, allow_older_version=True,
+                                    input={"order_id": "ORD-4242", "customer_message": "ORD-4242 broke, refund"})
+    long_ago = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(id=foreign.id).update(status=RunStatus.RUNNING, lease_owner="dead-production-worker",
+                                             lease_expires_at=long_ago, enqueued_at=long_ago, fencing_token=3)
+    SideEffect.objects.create(operation_id="f" * 32, run_id=foreign.id, step="ticket", action_name="ticket",
+                              downstream="tickets", business_key="ORD-4242", request_hash="h", status=Op.STARTED)
+    SideEffect.objects.filter(pk="f" * 32).update(updated_at=long_ago)
+    before = Run.objects.values(*FOREIGN_FIELDS).get(id=foreign.id)
+
+    result = run_drill(DrillConfig(runs_per_cell=1, workers=1, points=(AFTER_DOWNSTREAM,), actions=("refund",),
+                                   timeout=90, log_dir=worker_log_dir))
+
+    assert result.ok, format_matrix(result)
+    assert Run.objects.values(*FOREIGN_FIELDS).get(id=foreign.id) == before  # not re-sent, not claimed
+    assert not JournalEntry.objects.filter(run_id=foreign.id).exists()  # no step, activity or reconciliation
+    ticket = SideEffect.objects.get(pk="f" * 32)
+    assert (ticket.status, ticket.updated_at) == (Op.STARTED, long_ago)  # not looked up in the drill's sandbox
+    drilled = Run.objects.get(id=result.cells[0].run_ids[0])
+    assert drilled.created_by.username.startswith("durable-tool-drill-") and not drilled.created_by.is_active

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
@@ -27,7 +28,7 @@ from durable.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
 from durable.processes import WorkerProcess, database_url
 from durable.workflow import Workflow
-from durable.workload import delete_runs, wait_for_runs
+from durable.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
 
 HOW_MEASURED = """\
   steps/s: the workload's steps / wall time from the first workflow started to the last finished
@@ -100,7 +101,10 @@ class Command(BaseCommand):
             "DURABLE_WORKFLOW_MODULES": ",".join([*settings.DURABLE_WORKFLOW_MODULES, "durable.bench.workflows"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
         }
-        run_ids = _start_runs(workflow, runs)
+        # Runs of an account of its own, and workers scoped to them, on a queue of its own (durable/scope.py).
+        account = tool_account("bench")
+        env.update(scope_env(account))
+        run_ids = _start_runs(workflow, runs, account)
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         pool = [WorkerProcess(env=env, name=f"bench{i}", log_path=logs / f"bench-worker-{i}.log") for i in range(workers)]
@@ -116,9 +120,11 @@ class Command(BaseCommand):
         finally:
             for worker in pool:
                 worker.stop()
+            retire(account)
         result = measure(run_ids, len(workflow.steps), started, stats_dir)
         if not keep:
             delete_runs(run_ids)
+            account.delete()  # nothing left that it created
         return result
 
     def _phases(self, runs: int, steps: int, side_effect: bool) -> None:
@@ -194,9 +200,9 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
 
-def _start_runs(workflow: Workflow, count: int) -> list[UUID]:
-    return [services.start_run(workflow=workflow.name, input={}, business_key=f"bench-{i}", enqueue=False)[0].id
-            for i in range(count)]
+def _start_runs(workflow: Workflow, count: int, account: User | None = None) -> list[UUID]:
+    return [services.start_run(workflow=workflow.name, input={}, business_key=f"bench-{i}", enqueue=False,
+                               user=account)[0].id for i in range(count)]
 
 
 def _advance_in_process(workflow: Workflow, runs: int) -> tuple[PhaseReport, list[float]]:
