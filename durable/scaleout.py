@@ -164,8 +164,7 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
     finally:
         drop_queue(config.broker_url, queue)
         shutil.rmtree(fault_dir, ignore_errors=True)
-        Token.objects.filter(user=account).delete()
-        retire(account)
+        retire(account)  # its token is refused from now on too, and expires within the day
     return result
 
 

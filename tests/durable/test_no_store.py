@@ -1,8 +1,8 @@
 """No answer a signed-in user gets is kept by a browser or a proxy cache: every route says `no-store`."""
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
+from tests.conftest import api_token
 from tests.endpoints import World, api_routes, build_world, logged_in, page_routes
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def test_every_console_page_a_signed_in_user_opens_says_no_store(world):
 
 def test_every_api_answer_to_a_token_holder_says_no_store(world):
     boss = User.objects.create_superuser("boss", password="pw-boss")
-    token = Token.objects.create(user=boss).key
+    token = api_token(boss)
     client = logged_in(boss)
     client.logout()  # the token alone signs the requests in
     answers = {route.name: client.get(world.url(route.name), HTTP_AUTHORIZATION=f"Token {token}")
