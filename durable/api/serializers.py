@@ -3,52 +3,22 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
-def has_nul(value: object) -> bool:
-    """Whether a JSON value holds a NUL character anywhere, in a key or a string: Postgres's jsonb and
-    text columns refuse it (a 500), where SQLite stores it."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_nul(item) for item in value)
-    return False
-
-
-# Objects and lists nested deeper than this are refused: no workflow needs more, and the checks and
-# encoders that walk a value recursively (has_nul, json.dumps, pydantic) would hit Python's recursion limit.
-MAX_JSON_DEPTH = 100
-TOO_DEEP = f"must not nest objects and lists more than {MAX_JSON_DEPTH} levels deep"
-
-
-def too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a JSON value nests objects and lists more than `limit` levels; walked without recursion."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
 class TextJSONField(serializers.JSONField):
-    """A JSONField whose strings the database can store: no NUL characters, and nested at most MAX_JSON_DEPTH."""
+    """A JSONField whose value the database can store (durable.engine.json_values): nested at most
+    MAX_JSON_DEPTH, with no NaN or Infinity, no NUL character and no lone surrogate."""
 
     def to_internal_value(self, data: object) -> object:
         try:
-            value = super().to_internal_value(data)
-        except RecursionError:  # a form-encoded field's JSON text, parsed here
-            raise serializers.ValidationError(TOO_DEEP) from None
-        if too_deep(value):
-            raise serializers.ValidationError(TOO_DEEP)
-        if has_nul(value):
-            raise serializers.ValidationError("must not contain NUL (\\u0000) characters")
-        return value
+            if self.binary or getattr(data, "is_json_string", False):  # a form-encoded field's JSON text
+                return parse_json(data.decode() if isinstance(data, bytes) else str(data))
+            check_storable(data)  # first: DRF's own check below encodes the value recursively
+        except UnstorableJSON as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return super().to_internal_value(data)
 
 
 class StartRunSerializer(serializers.Serializer):
