@@ -73,6 +73,32 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class SideEffectDoneSerializer(serializers.Serializer):
+    action = serializers.CharField()
+    operation_id = serializers.CharField(help_text="the ledger's key and the downstream's Idempotency-Key")
+    status = serializers.CharField()
+    external_ref = serializers.CharField(help_text="the downstream's own id for it, when it said")
+
+
+class CancellationSerializer(serializers.Serializer):
+    already_happened = SideEffectDoneSerializer(
+        many=True, help_text="SUCCEEDED side effects: done downstream before the cancel, and not undone by it")
+    may_have_happened = SideEffectDoneSerializer(
+        many=True, help_text="STARTED or UNKNOWN side effects: a call in flight may still complete; the ledger "
+                             "(GET /api/operations/) will say")
+    stopped = serializers.ListField(child=serializers.CharField(),
+                                    help_text="what the cancel stopped: the step, open approval requests")
+    summary = serializers.CharField(help_text="all of it in one sentence, as the console shows it")
+
+
+class CancelledRunSerializer(RunSerializer):
+    cancellation = CancellationSerializer(read_only=True, help_text="what had happened, and what the cancel stopped")
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "cancellation"]
+        read_only_fields = fields
+
+
 class CheckpointSerializer(serializers.ModelSerializer):
     class Meta:
         model = Checkpoint

@@ -16,6 +16,7 @@ from durable.api.errors import service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
 from durable.api.serializers import (
+    CancelledRunSerializer,
     MigrateBlockedResultSerializer,
     MigrateBlockedSerializer,
     MigrateSerializer,
@@ -94,10 +95,19 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
             run = operation(run_id=run.id, user=request.user, source="api", reason=payload.validated_data["reason"])
         return Response(RunSerializer(run, context=self.get_serializer_context()).data)
 
-    @extend_schema(request=ReasonSerializer, responses=RunSerializer)
+    @extend_schema(request=ReasonSerializer, responses=CancelledRunSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._steer(request, services.cancel_run)
+        """Cancel the run; the answer says which side effects had already happened (with their references),
+        which may have (a call in flight), and what the cancel stopped."""
+        run = self.get_object()
+        payload = ReasonSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        with service_errors():
+            cancellation = services.cancel_run(run_id=run.id, user=request.user, source="api",
+                                               reason=payload.validated_data["reason"])
+        body = RunSerializer(cancellation.run, context=self.get_serializer_context()).data
+        return Response({**body, "cancellation": cancellation.as_json()})
 
     @extend_schema(request=ReasonSerializer, responses=RunSerializer)
     @action(detail=True, methods=["post"])
