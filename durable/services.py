@@ -13,6 +13,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from durable import dispatch, metrics
+from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import canonical_json, request_hash
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.engine.ledger import OperationStatus
@@ -81,7 +82,9 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
               reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
     """Start a run of the current version of `workflow`; returns (run, created).
 
-    With an idempotency key, a retried request returns the run the first one started.
+    With an idempotency key, a retried request returns the run the first one started. A business key that
+    already has an active run gets the workflow's `on_active_business_key` answer: that run (created False),
+    a Conflict naming it, or a new run; two concurrent starts cannot both create (a partial unique constraint).
     `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later).
     `version` chooses an older registered version: that needs START_OLDER_VERSION and is audited with `reason`
     (or, for in-process tools and tests only, `allow_older_version`; nothing a client sends sets it).
@@ -97,11 +100,15 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
         if existing is not None:
             metrics.idempotency_key_hit(metrics.START_RUN)
             return existing, False
+    policy = definition.on_active_business_key
+    if policy.one_active_run and (active := _active_run(workflow, business_key, policy)) is not None:
+        return active, False
     state = definition.build_initial_state(data).model_dump(mode="json")
     try:
         with transaction.atomic():
             run = Run.objects.create(
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
+                one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=data.model_dump(mode="json"), current_step=definition.first_step,
                 created_by=acting_user(user), enqueued_at=timezone.now(),
             )
@@ -121,8 +128,23 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             if existing is not None:
                 metrics.idempotency_key_hit(metrics.START_RUN)
                 return existing, False
+        # A concurrent start of the same business key won the race (run_one_active_per_business_key).
+        if policy.one_active_run and (active := _active_run(workflow, business_key, policy)) is not None:
+            return active, False
         raise
     return run, True
+
+
+def _active_run(workflow: str, business_key: str, policy: OnActiveBusinessKey) -> Run | None:
+    """The run of `workflow` for `business_key` that has not ended, as the workflow's policy answers it:
+    returned (RETURN_EXISTING), or a Conflict naming it (REFUSE)."""
+    active = (Run.objects.filter(workflow_name=workflow, business_key=business_key)
+              .exclude(status__in=TERMINAL).order_by("created_at").first())
+    if active is not None and policy is OnActiveBusinessKey.REFUSE:
+        raise Conflict(f"{workflow} already has an active run for business key {business_key!r}: run {active.id}, "
+                       f"{active.status}. It refuses a second one (on_active_business_key=refuse): wait for that run "
+                       "to end, or cancel it", current=active.status, active_run=str(active.id))
+    return active
 
 
 def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser | None,
@@ -170,7 +192,14 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
     if RunStatus(before) not in allowed:
         raise Conflict(f"cannot {action} a run that is {before}", current=before)
     with transaction.atomic():
-        updated = Run.objects.filter(id=run.id, status=before).update(status=target, updated_at=timezone.now(), **fields)
+        try:
+            with transaction.atomic():
+                updated = Run.objects.filter(id=run.id, status=before).update(
+                    status=target, updated_at=timezone.now(), **fields)
+        except IntegrityError:  # a FAILED run retried after another run of its business key started
+            raise Conflict(f"cannot {action} this run: another run of {run.workflow_name} for business key "
+                           f"{run.business_key!r} is active, and the workflow allows one at a time", current=before,
+                           ) from None
         if not updated:
             current = Run.objects.values_list("status", flat=True).get(id=run.id)
             raise Conflict(f"the run changed to {current} meanwhile; nothing was done", current=current)

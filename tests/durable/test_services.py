@@ -116,9 +116,11 @@ def test_the_same_idempotency_key_for_a_different_request_is_a_conflict():
     assert Run.objects.count() == 1
 
 
-def test_without_an_idempotency_key_every_request_starts_a_new_run():
-    start_claim()
-    start_claim()
+def test_without_an_idempotency_key_a_start_another_workflow_starts_a_new_run_for_every_request():
+    """test-trivial declares on_active_business_key=start_another; the claims agent returns the active run
+    (tests/durable/test_active_business_key.py)."""
+    run_in(RunStatus.PENDING)
+    run_in(RunStatus.PENDING)
     assert Run.objects.count() == 2
 
 
