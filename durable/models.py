@@ -49,8 +49,8 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     pruned_at = models.DateTimeField(null=True, blank=True,
                                      help_text="when retention deleted its older checkpoints and its journal")
-    one_active_per_business_key = models.BooleanField(
-        default=False, help_text="its workflow allows one active run per business key (on_active_business_key)")
+    one_active_per_business_key = models.BooleanField(  # db_default too: the bench seeds runs with raw SQL
+        default=False, db_default=False, help_text="its workflow allows one active run per business key (on_active_business_key)")
 
     class Meta:
         ordering = ["-created_at", "-id"]

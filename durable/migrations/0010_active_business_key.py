@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='run',
             name='one_active_per_business_key',
-            field=models.BooleanField(default=False, help_text='its workflow allows one active run per business key (on_active_business_key)'),
+            field=models.BooleanField(db_default=False, default=False, help_text='its workflow allows one active run per business key (on_active_business_key)'),
         ),
         migrations.AddConstraint(
             model_name='run',
