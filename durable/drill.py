@@ -248,7 +248,9 @@ def run_cell(config: DrillConfig, cell: Cell, number: int, *, account: User) -> 
     try:
         with SandboxServer() as sandbox, \
                 override_settings(DURABLE_SANDBOX_URL=sandbox.url, CELERY_TASK_DEFAULT_QUEUE=queue):
-            orders = seed_orders(sandbox, f"ORD-7{number:02d}", config.runs_per_cell)
+            # Order ids of this cell alone: an earlier drill's run of the same order may still be active (an
+            # UNKNOWN notification waits for an operator), and the claims agent answers a start with that run.
+            orders = seed_orders(sandbox, f"ORD-7{uuid.uuid4().int % 10**8:08d}{number:02d}", config.runs_per_cell)
             env = {**DRILL_ENV, **scope_env(account), "DURABLE_FAULT_POINTS": cell.point,
                    "DURABLE_FAULT_ACTIONS": cell.action, "DURABLE_FAULT_DIR": str(fault_dir)}
             with DrillWorkers(env, config.workers, config.log_dir, cell.label) as workers:

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from durable.engine.ledger import OperationStatus
+from durable.engine.states import TERMINAL as ENDED
 from durable.engine.states import RunStatus
 
 
@@ -48,6 +49,8 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     pruned_at = models.DateTimeField(null=True, blank=True,
                                      help_text="when retention deleted its older checkpoints and its journal")
+    one_active_per_business_key = models.BooleanField(  # db_default too: the bench seeds runs with raw SQL
+        default=False, db_default=False, help_text="its workflow allows one active run per business key (on_active_business_key)")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -64,6 +67,13 @@ class Run(models.Model):
             # Retention's question: which finished runs still have a history to prune.
             models.Index(fields=["finished_at", "id"], name="run_prunable",
                          condition=Q(status__in=["SUCCEEDED", "CANCELLED"], pruned_at__isnull=True)),
+        ]
+        constraints = [
+            # Two concurrent starts of the same business key cannot both create: the second one's INSERT waits
+            # for the first and fails, and durable.services.start_run answers with the first (or a conflict).
+            models.UniqueConstraint(fields=["workflow_name", "business_key"], name="run_one_active_per_business_key",
+                                    condition=Q(one_active_per_business_key=True)
+                                    & ~Q(status__in=sorted(s.value for s in ENDED))),
         ]
         permissions = [
             ("start_run", "Can start runs"),

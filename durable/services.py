@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
 
@@ -12,9 +13,11 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from durable import dispatch, metrics
+from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import canonical_json, request_hash
 from durable.engine.states import TERMINAL, RunStatus, sources_of
-from durable.models import Checkpoint, OperatorAction, Run
+from durable.engine.ledger import OperationStatus
+from durable.models import Checkpoint, OperatorAction, Run, SideEffect
 from durable.registry import UnknownWorkflow, registry
 from durable.workflow import Workflow
 
@@ -79,7 +82,9 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
               reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
     """Start a run of the current version of `workflow`; returns (run, created).
 
-    With an idempotency key, a retried request returns the run the first one started.
+    With an idempotency key, a retried request returns the run the first one started. A business key that
+    already has an active run gets the workflow's `on_active_business_key` answer: that run (created False),
+    a Conflict naming it, or a new run; two concurrent starts cannot both create (a partial unique constraint).
     `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later).
     `version` chooses an older registered version: that needs START_OLDER_VERSION and is audited with `reason`
     (or, for in-process tools and tests only, `allow_older_version`; nothing a client sends sets it).
@@ -95,11 +100,15 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
         if existing is not None:
             metrics.idempotency_key_hit(metrics.START_RUN)
             return existing, False
+    policy = definition.on_active_business_key
+    if policy.one_active_run and (active := _active_run(workflow, business_key, policy)) is not None:
+        return active, False
     state = definition.build_initial_state(data).model_dump(mode="json")
     try:
         with transaction.atomic():
             run = Run.objects.create(
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
+                one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=data.model_dump(mode="json"), current_step=definition.first_step,
                 created_by=acting_user(user), enqueued_at=timezone.now(),
             )
@@ -119,8 +128,23 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             if existing is not None:
                 metrics.idempotency_key_hit(metrics.START_RUN)
                 return existing, False
+        # A concurrent start of the same business key won the race (run_one_active_per_business_key).
+        if policy.one_active_run and (active := _active_run(workflow, business_key, policy)) is not None:
+            return active, False
         raise
     return run, True
+
+
+def _active_run(workflow: str, business_key: str, policy: OnActiveBusinessKey) -> Run | None:
+    """The run of `workflow` for `business_key` that has not ended, as the workflow's policy answers it:
+    returned (RETURN_EXISTING), or a Conflict naming it (REFUSE)."""
+    active = (Run.objects.filter(workflow_name=workflow, business_key=business_key)
+              .exclude(status__in=TERMINAL).order_by("created_at").first())
+    if active is not None and policy is OnActiveBusinessKey.REFUSE:
+        raise Conflict(f"{workflow} already has an active run for business key {business_key!r}: run {active.id}, "
+                       f"{active.status}. It refuses a second one (on_active_business_key=refuse): wait for that run "
+                       "to end, or cancel it", current=active.status, active_run=str(active.id))
+    return active
 
 
 def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser | None,
@@ -159,7 +183,7 @@ def _run_for_key(key: str, fingerprint: str) -> Run | None:
 
 def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
                 user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any],
-                then: Callable[[Run], None] | None = None) -> Run:
+                then: Callable[[Run], dict[str, Any] | None] | None = None) -> Run:
     """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
     run = Run.objects.filter(id=run_id).first()
     if run is None:
@@ -168,35 +192,116 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
     if RunStatus(before) not in allowed:
         raise Conflict(f"cannot {action} a run that is {before}", current=before)
     with transaction.atomic():
-        updated = Run.objects.filter(id=run.id, status=before).update(status=target, updated_at=timezone.now(), **fields)
+        try:
+            with transaction.atomic():
+                updated = Run.objects.filter(id=run.id, status=before).update(
+                    status=target, updated_at=timezone.now(), **fields)
+        except IntegrityError:  # a FAILED run retried after another run of its business key started
+            raise Conflict(f"cannot {action} this run: another run of {run.workflow_name} for business key "
+                           f"{run.business_key!r} is active, and the workflow allows one at a time", current=before,
+                           ) from None
         if not updated:
             current = Run.objects.values_list("status", flat=True).get(id=run.id)
             raise Conflict(f"the run changed to {current} meanwhile; nothing was done", current=current)
+        # What `then` finds (say, what a cancel stopped) goes into the audit row, read in the same transaction.
+        detail = then(run) if then is not None else None
         audit(user=user, action=action, run=run, source=source, status_before=before, status_after=target,
-              reason=reason)
-        if then is not None:
-            then(run)
+              reason=reason, detail=detail)
         if target == RunStatus.PENDING:
             dispatch.enqueue_on_commit(run.id)
     run.refresh_from_db()
     return run
 
 
-def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
-    """Cancel a run that has not ended. A worker holding it loses its lease at its next write."""
-    return _transition(
+@dataclass(frozen=True)
+class SideEffectDone:
+    """A side effect of the run, as the ledger records it when the run is cancelled."""
+
+    action: str
+    operation_id: str
+    status: str
+    external_ref: str
+
+    def describe(self) -> str:
+        ref = f", reference {self.external_ref}" if self.external_ref else ""
+        return f"{self.action} (operation {self.operation_id}{ref})"
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """What a cancel found: what had already happened (a cancel undoes nothing), what may have happened, and
+    what it stopped. The console shows `summary()`, the API answers `as_json()`, the audit row records it."""
+
+    run: Run
+    happened: tuple[SideEffectDone, ...]  # SUCCEEDED downstream: done, and stays done
+    may_have_happened: tuple[SideEffectDone, ...]  # STARTED or UNKNOWN: the ledger will say
+    stopped: tuple[str, ...]
+
+    def summary(self) -> str:
+        parts = ["Cancelled. The run will not run again."]
+        if self.happened:
+            parts.append("Already done, and not undone by cancelling: "
+                         f"{'; '.join(e.describe() for e in self.happened)}.")
+        if self.may_have_happened:
+            parts.append("May have happened: " + "; ".join(
+                f"{e.describe()}, {e.status}" for e in self.may_have_happened)
+                + ". A call in flight may still complete; its ledger row will say, and Reconciliation shows it.")
+        if not self.happened and not self.may_have_happened:
+            parts.append("No side effect of it had happened.")
+        if self.stopped:
+            parts.append(f"Stopped: {'; '.join(self.stopped)}.")
+        return " ".join(parts)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"already_happened": [asdict(e) for e in self.happened],
+                "may_have_happened": [asdict(e) for e in self.may_have_happened],
+                "stopped": list(self.stopped), "summary": self.summary()}
+
+
+def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Cancellation:
+    """Cancel a run that has not ended, saying what had already happened and what the cancel stopped.
+
+    A worker holding it loses its lease at its next write; a downstream call it has in flight is not recalled.
+    """
+    found: dict[str, Any] = {}
+
+    def stop(run: Run) -> dict[str, Any]:
+        found.update(_what_the_cancel_finds(run))
+        return found
+
+    run = _transition(
         run_id, target=RunStatus.CANCELLED, allowed=frozenset(RunStatus) - TERMINAL, action="cancel", user=user,
         source=source, reason=reason,
         fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
                 "finished_at": timezone.now(), "next_attempt_at": None},
-        then=_close_approvals,
+        then=stop,
     )
+    return Cancellation(run, tuple(SideEffectDone(**e) for e in found["already_happened"]),
+                        tuple(SideEffectDone(**e) for e in found["may_have_happened"]), tuple(found["stopped"]))
 
 
-def _close_approvals(run: Run) -> None:
+MAY_HAVE_HAPPENED = (OperationStatus.STARTED, OperationStatus.UNKNOWN)
+
+
+def _what_the_cancel_finds(run: Run) -> dict[str, Any]:
+    """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before)."""
     from approvals.services import close_for_run  # the approvals app builds on this one
 
-    close_for_run(run, "the run was cancelled")
+    ledger = [SideEffectDone(action=row.action_name, operation_id=row.operation_id, status=row.status,
+                             external_ref=row.external_ref or "")
+              for row in SideEffect.objects.filter(run_id=run.id).order_by("created_at", "operation_id")]
+    stopped = []
+    if run.status == RunStatus.RUNNING and run.lease_owner:
+        stopped.append(f"step {run.current_step!r}, running on {run.lease_owner}: it loses its lease at its next "
+                       "write, and no further step starts")
+    elif run.current_step:
+        stopped.append(f"step {run.current_step!r} and every step after it ({run.status} until now)")
+    invalidated = close_for_run(run, "the run was cancelled")
+    if invalidated:
+        stopped.append(f"{invalidated} pending approval request{'s' if invalidated > 1 else ''}, now INVALIDATED")
+    return {"already_happened": [asdict(e) for e in ledger if e.status == OperationStatus.SUCCEEDED],
+            "may_have_happened": [asdict(e) for e in ledger if e.status in MAY_HAVE_HAPPENED],
+            "stopped": stopped}
 
 
 def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:

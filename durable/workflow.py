@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.contract import PINNABLE, Contract, Upcaster
 from durable.engine.fingerprint import StepShape, topology_fingerprint
 from durable.engine.topology import shapes_to_json
@@ -53,6 +54,8 @@ class Workflow:
     pinned: tuple[str, ...] = ()  # of PINNABLE: releases that must not change under a paused run
     upcasters: dict[int, Upcaster] = field(default_factory=dict)  # checkpoint schema v -> v+1
     migrations: list[Migration] = field(default_factory=list)
+    # A start whose business key already has an active run of this workflow: see OnActiveBusinessKey.
+    on_active_business_key: OnActiveBusinessKey = OnActiveBusinessKey.RETURN_EXISTING
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[BaseModel], BaseModel] | None = None
     _output: Callable[[BaseModel], Any] | None = None
@@ -81,6 +84,7 @@ class Workflow:
         return fn
 
     def __post_init__(self) -> None:
+        self.on_active_business_key = OnActiveBusinessKey(self.on_active_business_key)  # a plain string is fine too
         unknown = set(self.pinned) - set(PINNABLE)
         if unknown:
             raise ValueError(f"pinned must name among {', '.join(PINNABLE)}; got {', '.join(sorted(unknown))}")

@@ -1,12 +1,11 @@
 """What the resolution form accepts; the rules of a resolution stay in reconciliation.services."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 
-from durable.api.serializers import TOO_DEEP, has_nul, too_deep
+from durable.engine.json_values import UnstorableJSON, parse_json
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
 
 
@@ -32,15 +31,9 @@ class ResolveForm(forms.Form):
         if not text:
             return None
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise forms.ValidationError(TOO_DEEP) from None
+            value = parse_json(text)  # the API's rules too: finite numbers, no NUL, no lone surrogate, bounded depth
+        except UnstorableJSON as exc:
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("must be a JSON object, e.g. {\"notification_id\": \"ntf-1\"}")
-        if too_deep(value):
-            raise forms.ValidationError(TOO_DEEP)
-        if has_nul(value):  # "\u0000" in the text: Postgres's jsonb refuses it, as the API does
-            raise forms.ValidationError("must not contain NUL (\\u0000) characters")
         return value

@@ -17,7 +17,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 from django.urls import reverse
 
-from durable.api.serializers import MAX_JSON_DEPTH
+from durable.engine.json_values import MAX_JSON_DEPTH
 from durable.models import Run
 from durable.roles import ADMIN
 from tests.audit import operator_actions
@@ -211,6 +211,23 @@ def test_a_json_field_nested_deeper_than_the_limit_is_a_400_naming_the_field(wor
     assert written() == before
 
 
+# What Python's json reads but no database stores: an overflowing number and a lone surrogate escape.
+UNSTORABLE_JSON = [("1e999", "finite numbers only"), ("-1e999", "finite numbers only"),
+                   ('"\\ud800"', "lone surrogate"), ('"a\\udfffb"', "lone surrogate")]
+
+
+@pytest.mark.parametrize("endpoint,field", [("api:run-list", "input"), ("api:operation-resolve", "result")])
+@pytest.mark.parametrize("value,says", UNSTORABLE_JSON)
+def test_a_json_field_holding_what_no_database_stores_is_a_400_naming_it(world, api, endpoint, field, value, says):
+    url, body = api_target(endpoint, world)
+    before = written()
+    text = json.dumps({**body, field: {**body[field], "x": "@"}}).replace('"@"', value)
+    assert refusal(post_json(api, url, text.encode()), field, says) == ""
+    form_encoded = api.post(url, {**body, field: json.dumps({"x": "@"}).replace('"@"', value)})
+    assert refusal(form_encoded, field, says) == ""
+    assert written() == before
+
+
 def test_a_run_input_nested_exactly_to_the_limit_is_accepted(world, api):
     deep = {**START["input"], "deep": json.loads(nested(MAX_JSON_DEPTH - 1))}
     response = post_json(api, reverse("api:run-list"), {**START, "input": deep})
@@ -342,6 +359,11 @@ MALFORMED_FORMS = [
     ("reconciliation:resolve", {"result": '{"ref": "a\\u0000b"}'}, "must not contain NUL"),
     ("reconciliation:resolve", {"result": '{"deep": ' + nested(500) + "}"}, f"more than {MAX_JSON_DEPTH} levels"),
     ("reconciliation:resolve", {"result": nested(100_000)}, f"more than {MAX_JSON_DEPTH} levels"),
+    *(("reconciliation:resolve", {"result": '{"amount": %s}' % number}, "finite numbers only")
+      for number in ("NaN", "Infinity", "-Infinity", "1e999", "-1e999")),
+    ("reconciliation:resolve", {"result": '{"ref": "\\ud800"}'}, "lone surrogate"),
+    ("reconciliation:resolve", {"result": '{"\\udc00": 1}'}, "lone surrogate"),
+    ("reconciliation:resolve", {"result": '{"amount": ' + "9" * 5000 + "}"}, "not valid JSON"),
 ]
 
 
@@ -363,6 +385,13 @@ def test_json_posted_to_a_console_form_is_a_400_and_writes_nothing(world, admin,
     response = logged_in(admin).post(url, json.dumps(form), content_type="application/json")
     assert response.status_code == 400 and "Nothing was" in response.content.decode()
     assert written() == before
+
+
+@pytest.mark.parametrize("path", ["/reconciliation/%00/", "/reconciliation/ab%00cd/resolve/",
+                                  "/reconciliation/" + "0" * 31 + "%00/lookup/", "/api/operations/%00/",
+                                  "/runs/00000000-0000-0000-0000-000000000000/checkpoints/" + "9" * 30 + "/"])
+def test_an_id_in_a_url_with_a_nul_or_out_of_range_is_a_404(world, admin, path):
+    assert logged_in(admin).get(path).status_code == 404
 
 
 def test_a_reason_in_bytes_that_are_not_utf8_is_read_with_replacement_characters(world, admin):

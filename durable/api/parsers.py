@@ -6,7 +6,7 @@ from typing import Any
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
-from durable.api.serializers import MAX_JSON_DEPTH
+from durable.engine.json_values import MAX_JSON_DEPTH
 
 
 class JSONParser(parsers.JSONParser):

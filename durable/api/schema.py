@@ -56,3 +56,9 @@ class AutoSchema(SpectacularAutoSchema):
             for code, response in self._error_responses().items():
                 responses.setdefault(code, self._get_response_for_code(response, code, direction=direction))
         return dict(sorted(responses.items()))
+
+    def get_extensions(self) -> dict[str, Any]:
+        """The view's own `x-` extensions, read when the schema is generated (e.g. each workflow's start policy)."""
+        extensions = super().get_extensions()
+        more = getattr(self.view, "schema_extensions", None)
+        return {**extensions, **more()} if more is not None else extensions

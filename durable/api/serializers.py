@@ -3,52 +3,22 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
-def has_nul(value: object) -> bool:
-    """Whether a JSON value holds a NUL character anywhere, in a key or a string: Postgres's jsonb and
-    text columns refuse it (a 500), where SQLite stores it."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_nul(item) for item in value)
-    return False
-
-
-# Objects and lists nested deeper than this are refused: no workflow needs more, and the checks and
-# encoders that walk a value recursively (has_nul, json.dumps, pydantic) would hit Python's recursion limit.
-MAX_JSON_DEPTH = 100
-TOO_DEEP = f"must not nest objects and lists more than {MAX_JSON_DEPTH} levels deep"
-
-
-def too_deep(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a JSON value nests objects and lists more than `limit` levels; walked without recursion."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
-
-
 class TextJSONField(serializers.JSONField):
-    """A JSONField whose strings the database can store: no NUL characters, and nested at most MAX_JSON_DEPTH."""
+    """A JSONField whose value the database can store (durable.engine.json_values): nested at most
+    MAX_JSON_DEPTH, with no NaN or Infinity, no NUL character and no lone surrogate."""
 
     def to_internal_value(self, data: object) -> object:
         try:
-            value = super().to_internal_value(data)
-        except RecursionError:  # a form-encoded field's JSON text, parsed here
-            raise serializers.ValidationError(TOO_DEEP) from None
-        if too_deep(value):
-            raise serializers.ValidationError(TOO_DEEP)
-        if has_nul(value):
-            raise serializers.ValidationError("must not contain NUL (\\u0000) characters")
-        return value
+            if self.binary or getattr(data, "is_json_string", False):  # a form-encoded field's JSON text
+                return parse_json(data.decode() if isinstance(data, bytes) else str(data))
+            check_storable(data)  # first: DRF's own check below encodes the value recursively
+        except UnstorableJSON as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return super().to_internal_value(data)
 
 
 class StartRunSerializer(serializers.Serializer):
@@ -100,6 +70,32 @@ class RunSerializer(serializers.ModelSerializer):
             "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
         ]
+        read_only_fields = fields
+
+
+class SideEffectDoneSerializer(serializers.Serializer):
+    action = serializers.CharField()
+    operation_id = serializers.CharField(help_text="the ledger's key and the downstream's Idempotency-Key")
+    status = serializers.CharField()
+    external_ref = serializers.CharField(help_text="the downstream's own id for it, when it said")
+
+
+class CancellationSerializer(serializers.Serializer):
+    already_happened = SideEffectDoneSerializer(
+        many=True, help_text="SUCCEEDED side effects: done downstream before the cancel, and not undone by it")
+    may_have_happened = SideEffectDoneSerializer(
+        many=True, help_text="STARTED or UNKNOWN side effects: a call in flight may still complete; the ledger "
+                             "(GET /api/operations/) will say")
+    stopped = serializers.ListField(child=serializers.CharField(),
+                                    help_text="what the cancel stopped: the step, open approval requests")
+    summary = serializers.CharField(help_text="all of it in one sentence, as the console shows it")
+
+
+class CancelledRunSerializer(RunSerializer):
+    cancellation = CancellationSerializer(read_only=True, help_text="what had happened, and what the cancel stopped")
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "cancellation"]
         read_only_fields = fields
 
 

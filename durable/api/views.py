@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
@@ -15,7 +15,9 @@ from durable import services, versions
 from durable.api.errors import service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
+from durable.api.schema import ConflictSerializer
 from durable.api.serializers import (
+    CancelledRunSerializer,
     MigrateBlockedResultSerializer,
     MigrateBlockedSerializer,
     MigrateSerializer,
@@ -26,6 +28,23 @@ from durable.api.serializers import (
 )
 from durable.models import Run
 from durable.permissions import can_see_contents
+from durable.registry import registry
+
+
+EXISTING_RUN_HEADER = "Durable-Existing-Run"
+IDEMPOTENCY_KEY, ACTIVE_BUSINESS_KEY = "idempotency-key", "active-business-key"
+START_DESCRIPTION = f"""Start a run of the workflow's current version.
+
+When the business key already has an active run (one that has not ended) of this workflow, the workflow's
+`on_active_business_key` policy answers: `return_existing` (the default) answers 200 with that run and the
+`{EXISTING_RUN_HEADER}: {ACTIVE_BUSINESS_KEY}` header; `refuse` answers 409 naming it (`active_run`);
+`start_another` starts a new run. Two concurrent starts never both create where one active run is allowed.
+Each workflow's policy is listed under `x-on-active-business-key` of this operation."""
+
+
+class ActiveRunConflictSerializer(ConflictSerializer):
+    active_run = serializers.UUIDField(required=False, help_text="the business key's active run, when that is the "
+                                                                 "conflict (on_active_business_key=refuse)")
 
 
 class RunCursorPagination(CursorPagination):
@@ -40,6 +59,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     permission_classes = [RunPermission]
     pagination_class = RunCursorPagination
     queryset = Run.objects.all()
+
+    def schema_extensions(self) -> dict[str, Any]:
+        """Each workflow's on_active_business_key policy (its current version's), in the start operation's schema."""
+        if self.action != "create":
+            return {}
+        names = sorted({wf.name for wf in registry.all()})
+        return {"x-on-active-business-key": {name: registry.current(name).on_active_business_key.value
+                                             for name in names}}
 
     def get_serializer_class(self) -> type:
         if self.action == "create":
@@ -76,7 +103,22 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().retrieve(request, *args, **kwargs)
 
-    @extend_schema(request=StartRunSerializer, responses={200: RunSerializer, 201: RunSerializer})
+    @extend_schema(
+        request=StartRunSerializer,
+        description=START_DESCRIPTION,
+        responses={
+            201: OpenApiResponse(RunSerializer, description="A new run was started"),
+            200: OpenApiResponse(RunSerializer, description="No new run: the existing one, as the "
+                                 f"{EXISTING_RUN_HEADER} header says why"),
+            409: OpenApiResponse(ActiveRunConflictSerializer, description="The workflow refuses a second active run "
+                                 "for this business key (on_active_business_key=refuse), or the Idempotency-Key was "
+                                 "used for a different request"),
+        },
+        parameters=[OpenApiParameter(EXISTING_RUN_HEADER, str, OpenApiParameter.HEADER, response=[200],
+                                     enum=[IDEMPOTENCY_KEY, ACTIVE_BUSINESS_KEY],
+                                     description="why no new run was started: a retry with the same Idempotency-Key, "
+                                                 "or the business key's active run (on_active_business_key=return_existing)")],
+    )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         payload = StartRunSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
@@ -93,7 +135,10 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
                 source="api",
             )
         body = RunSerializer(run, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        if created:
+            return Response(body, status=status.HTTP_201_CREATED)
+        why = IDEMPOTENCY_KEY if key and run.idempotency_key == key else ACTIVE_BUSINESS_KEY
+        return Response(body, status=status.HTTP_200_OK, headers={EXISTING_RUN_HEADER: why})
 
     def _steer(self, request: Request, operation: Any) -> Response:
         run = self.get_object()
@@ -103,10 +148,19 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
             run = operation(run_id=run.id, user=request.user, source="api", reason=payload.validated_data["reason"])
         return Response(RunSerializer(run, context=self.get_serializer_context()).data)
 
-    @extend_schema(request=ReasonSerializer, responses=RunSerializer)
+    @extend_schema(request=ReasonSerializer, responses=CancelledRunSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        return self._steer(request, services.cancel_run)
+        """Cancel the run; the answer says which side effects had already happened (with their references),
+        which may have (a call in flight), and what the cancel stopped."""
+        run = self.get_object()
+        payload = ReasonSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        with service_errors():
+            cancellation = services.cancel_run(run_id=run.id, user=request.user, source="api",
+                                               reason=payload.validated_data["reason"])
+        body = RunSerializer(cancellation.run, context=self.get_serializer_context()).data
+        return Response({**body, "cancellation": cancellation.as_json()})
 
     @extend_schema(request=ReasonSerializer, responses=RunSerializer)
     @action(detail=True, methods=["post"])

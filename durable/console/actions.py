@@ -17,7 +17,7 @@ from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run
 from durable.registry import registry
 
-Perform = Callable[[Run, AbstractBaseUser, dict[str, Any]], Run]
+Perform = Callable[[Run, AbstractBaseUser, dict[str, Any]], tuple[Run, str]]  # the run, and what happened
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,6 @@ class RunAction:
     name: str
     label: str
     explain: str  # what happens, shown before the operator confirms
-    done: str  # what happened, shown after
     permission: str
     statuses: frozenset[RunStatus]
     perform: Perform
@@ -51,31 +50,36 @@ def migration_targets(run: Run) -> list[int]:
             if wf.name == run.workflow_name and wf.migration_from(run.workflow_version) is not None]
 
 
-def _steer(service: Callable[..., Run]) -> Perform:
-    def perform(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> Run:
-        return service(run_id=run.id, user=user, source="console", reason=data["reason"])
+def _steer(service: Callable[..., Run], done: str) -> Perform:
+    def perform(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Run, str]:
+        return service(run_id=run.id, user=user, source="console", reason=data["reason"]), done
     return perform
 
 
-def _migrate(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> Run:
+def _cancel(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Run, str]:
+    """What the cancel found is the message: a refund already paid is named, with its reference."""
+    cancellation = services.cancel_run(run_id=run.id, user=user, source="console", reason=data["reason"])
+    return cancellation.run, cancellation.summary()
+
+
+def _migrate(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Run, str]:
     return versions.migrate_run(run_id=run.id, to_version=data["to_version"], user=user, source="console",
-                                reason=data["reason"])
+                                reason=data["reason"]), "Migrated. The run continues on the new version."
 
 
 ACTIONS: dict[str, RunAction] = {action.name: action for action in (
     RunAction("cancel", "Cancel the run", "The run stops for good; a worker holding it loses its lease at its next "
-              "write, and its open approval requests close.", "Cancelled. The run will not run again.",
-              "durable.cancel_run", frozenset(RunStatus) - TERMINAL, _steer(services.cancel_run)),
+              "write, and its open approval requests close. What already happened stays done: the answer names it.",
+              "durable.cancel_run", frozenset(RunStatus) - TERMINAL, _cancel),
     RunAction("retry", "Retry now", "The run goes back to PENDING and continues from its last checkpoint now, "
-              "without waiting for its next attempt time.", "Retried. The run continues from its last checkpoint.",
-              "durable.retry_run", frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED}),
-              _steer(services.retry_run)),
+              "without waiting for its next attempt time.", "durable.retry_run",
+              frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED}),
+              _steer(services.retry_run, "Retried. The run continues from its last checkpoint.")),
     RunAction("resume", "Resume", "A worker checks the run's replay contract again: deploy its version first, "
-              "or it is blocked again.", "Resumed. A worker checks the replay contract again.",
-              "durable.resume_run", frozenset({RunStatus.BLOCKED_VERSION}), _steer(services.resume_run)),
+              "or it is blocked again.", "durable.resume_run", frozenset({RunStatus.BLOCKED_VERSION}),
+              _steer(services.resume_run, "Resumed. A worker checks the replay contract again.")),
     RunAction("migrate", "Migrate to another version", "The run moves to the chosen version through the migration "
               "that version declares: a new checkpoint with the upcast state, and the mapped next step.",
-              "Migrated. The run continues on the new version.",
               "durable.migrate_run", frozenset({RunStatus.BLOCKED_VERSION}), _migrate),
 )}
 

@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from approvals.selectors import pending_count, stuck_count
 from durable import metrics
+from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run, SideEffect
 
-OPERATION_ID = re.compile(r"[0-9a-f]{32}")
+OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
 BLOCKED_SHOWN = 5
 FAILURES_SHOWN = 10
 

@@ -118,7 +118,7 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
     if not form.is_valid():
         return _incomplete(request, run, action, form)
     try:
-        run = spec.perform(run, request.user, form.cleaned_data)
+        run, done = spec.perform(run, request.user, form.cleaned_data)
     except InvalidInput as exc:
         for name, errors in exc.errors.items():
             form.add_error(name if name in form.fields else None, errors)
@@ -127,8 +127,8 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
         run.refresh_from_db()  # show what the run is now, and only the actions that status allows
         return _answer(request, run, HTTPStatus.CONFLICT, outcome=Outcome("error", f"{capfirst(str(exc))}."))
     if request.htmx:
-        return _answer(request, run, HTTPStatus.OK, outcome=Outcome("success", spec.done))
-    messages.success(request, spec.done)
+        return _answer(request, run, HTTPStatus.OK, outcome=Outcome("success", done))
+    messages.success(request, done)
     return redirect("durable:run-detail", run.id)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import NonRetryableError, RetryPolicy, Workflow, bound_to_run, register
+from durable import NonRetryableError, OnActiveBusinessKey, RetryPolicy, Workflow, bound_to_run, register
 from durable.demo import downstreams
 from durable.demo.llm import planner_model
 from durable.demo.refund_checks import (
@@ -49,8 +49,12 @@ RELEASES: dict[str, Any] = {
     "retry": RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10),
 }
 
+# A second claim for an order whose claim is still being handled is the same claim sent twice (a double
+# submit, a retried webhook): the start answers with the run already handling it, never a second refund run.
+ONE_CLAIM_AT_A_TIME = OnActiveBusinessKey.RETURN_EXISTING
+
 claims_agent = register(Workflow(name="claims-agent", version=1, state=ClaimState, input=ClaimInput,
-                                 checkpoint_schema_version=1, **RELEASES))
+                                 checkpoint_schema_version=1, on_active_business_key=ONE_CLAIM_AT_A_TIME, **RELEASES))
 
 
 @claims_agent.step
@@ -135,6 +139,7 @@ class ClaimStateV2(ClaimState):
 
 claims_agent_v2 = register(Workflow(
     name="claims-agent", version=2, state=ClaimStateV2, input=ClaimInput, checkpoint_schema_version=1, **RELEASES,
+    on_active_business_key=ONE_CLAIM_AT_A_TIME,
     # A run paused for approval must not continue planning under another prompt release.
     pinned=("prompt_release", "model_policy_version"),
 ))

@@ -6,6 +6,10 @@ import json
 from typing import Any
 
 
+# What operation_id() gives; a URL or search that does not match it names no operation.
+OPERATION_ID_PATTERN = "[0-9a-f]{32}"
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no insignificant whitespace: equal values give equal text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from durable.api.errors import service_errors
 from durable.api.permissions import ActionPermission
+from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.ledger import OperationStatus
 from durable.models import SideEffect
 from durable.permissions import can_see_contents
@@ -49,7 +50,7 @@ class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
     serializer_class = OperationSerializer
     pagination_class = OldestFirst
     queryset = SideEffect.objects.select_related("resolved_by")
-    lookup_value_regex = r"[^/.\x00]+"  # an id with a NUL (%00) is a 404 here, not a 500 from Postgres
+    lookup_value_regex = OPERATION_ID_PATTERN  # anything else (a NUL, %00, included) is a 404, never a query
 
     def get_queryset(self) -> Any:
         queryset = super().get_queryset()

@@ -117,9 +117,11 @@ def test_the_same_idempotency_key_for_a_different_request_is_a_conflict():
     assert Run.objects.count() == 1
 
 
-def test_without_an_idempotency_key_every_request_starts_a_new_run():
-    start_claim()
-    start_claim()
+def test_without_an_idempotency_key_a_start_another_workflow_starts_a_new_run_for_every_request():
+    """test-trivial declares on_active_business_key=start_another; the claims agent returns the active run
+    (tests/durable/test_active_business_key.py)."""
+    run_in(RunStatus.PENDING)
+    run_in(RunStatus.PENDING)
     assert Run.objects.count() == 2
 
 
@@ -129,7 +131,7 @@ def test_without_an_idempotency_key_every_request_starts_a_new_run():
 @pytest.mark.parametrize("status", NOT_TERMINAL)
 def test_cancel_is_allowed_from_every_status_that_has_not_ended(status):
     run = run_in(status)
-    cancelled = services.cancel_run(run_id=run.id, user=None, source="test")
+    cancelled = services.cancel_run(run_id=run.id, user=None, source="test").run
     assert cancelled.status == RunStatus.CANCELLED
     assert cancelled.finished_at is not None
 
@@ -149,13 +151,13 @@ def test_cancel_of_an_ended_run_is_a_conflict_naming_its_status(status):
 def test_cancel_bumps_the_fencing_token_and_clears_the_lease():
     run = run_in(RunStatus.RUNNING, lease_owner="worker-1", fencing_token=5,
                  lease_expires_at=timezone.now() + timedelta(minutes=1))
-    cancelled = services.cancel_run(run_id=run.id, user=None, source="test")
+    cancelled = services.cancel_run(run_id=run.id, user=None, source="test").run
     assert (cancelled.fencing_token, cancelled.lease_owner, cancelled.lease_expires_at) == (6, None, None)
 
 
 def test_cancel_of_a_waiting_retry_drops_its_next_attempt():
     run = run_in(RunStatus.WAITING_RETRY, next_attempt_at=timezone.now() + timedelta(minutes=1))
-    assert services.cancel_run(run_id=run.id, user=None, source="test").next_attempt_at is None
+    assert services.cancel_run(run_id=run.id, user=None, source="test").run.next_attempt_at is None
 
 
 def test_cancel_writes_an_audit_row_with_who_where_why_and_the_status_before_and_after():

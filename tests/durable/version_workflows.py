@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable import Workflow, register
+from durable import OnActiveBusinessKey, Workflow, register
 from durable.workflow import Migration
 
 NAME = "test-versioned"
@@ -33,6 +33,7 @@ def _mark(name: str):
 def build(version: int = 1, steps: tuple[str, ...] = ("a", "b", "c"), *, state: type[BaseModel] = StateV1,
           side_effects: dict[str, tuple[str, ...]] | None = None, **options: Any) -> Workflow:
     release = options.pop("prompt_release_override", "prompts-1")
+    options.setdefault("on_active_business_key", OnActiveBusinessKey.START_ANOTHER)  # tests reuse business keys
     wf = Workflow(name=NAME, version=version, state=state, input=In, prompt_release=release, **options)
     for name in steps:
         wf.step(_mark(name), name=name, side_effects=(side_effects or {}).get(name, ()))

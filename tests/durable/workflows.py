@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable import NonRetryableError, RetryableError, RetryPolicy, Workflow, register
+from durable import NonRetryableError, OnActiveBusinessKey, RetryableError, RetryPolicy, Workflow, register
 
 
 class CountingInput(BaseModel):
@@ -38,6 +38,7 @@ counting = register(Workflow(
     name="test-counting", version=1, state=CountingState, input=CountingInput,
     retry=RetryPolicy(max_attempts=3, initial_interval=0.05, max_interval=0.2, jitter=0.1),
     prompt_release="p1",
+    on_active_business_key=OnActiveBusinessKey.START_ANOTHER,  # tests start many runs under one key
 ))
 
 
@@ -75,7 +76,8 @@ class Empty(BaseModel):
 
 def trivial_workflow(name: str, steps: int) -> Workflow:
     """A workflow of `steps` steps that each add one to a counter."""
-    wf = Workflow(name=name, version=1, state=Empty, input=Empty)
+    wf = Workflow(name=name, version=1, state=Empty, input=Empty,
+                  on_active_business_key=OnActiveBusinessKey.START_ANOTHER)  # tests start many runs under one key
     for i in range(steps):
         def bump(ctx: Any, state: Empty) -> Empty:
             state.n += 1

@@ -56,7 +56,8 @@ def test_a_confirmed_cancel_cancels_the_run_audited_from_the_console(console, op
     action = operator_actions().get(run=run)
     assert (action.actor, action.action, action.source, action.status_before, action.status_after, action.reason) == (
         operator, "cancel", "console", "WAITING_RETRY", "CANCELLED", "duplicate claim")
-    assert [str(m) for m in get_messages(response.wsgi_request)] == ["Cancelled. The run will not run again."]
+    [message] = [str(m) for m in get_messages(response.wsgi_request)]
+    assert message.startswith("Cancelled. The run will not run again. No side effect of it had happened.")
 
 
 def test_a_cancel_without_confirmation_is_refused_and_changes_nothing(console):
