@@ -274,3 +274,6 @@ LOGGING = {
         "django": {"handlers": [], "level": "INFO"},  # through the root's handler, in the same format
     },
 }
+
+# Until the project has a package of its own: the Celery app that shared tasks bind to.
+from durable.celery import app as celery_app  # noqa: E402,F401
