@@ -22,7 +22,7 @@ def enqueue_on_commit(run_id: UUID | str) -> None:
 
 def drop_queue(queue: str) -> None:
     """Purge and delete a queue, so messages nobody will consume do not stay in the broker."""
-    from durable.celery import app
+    from durable.project.celery import app
 
     with app.connection_for_write() as conn:
         bound = app.amqp.queues[queue].bind(conn.default_channel)

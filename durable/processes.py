@@ -80,7 +80,7 @@ class WorkerProcess(ChildProcess):
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "celery", "-A", "durable", "worker", f"--pool={self.pool}", "--loglevel=WARNING",
+            sys.executable, "-m", "celery", "-A", "durable.project", "worker", f"--pool={self.pool}", "--loglevel=WARNING",
             "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-n", f"{self.name}-{os.getpid()}-{id(self)}@%h",
         ]
@@ -148,7 +148,7 @@ class WebProcess(ChildProcess):
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "gunicorn", "durable.wsgi", "-c", str(settings.BASE_DIR / "gunicorn.conf.py"),
+        return [sys.executable, "-m", "gunicorn", "durable.project.wsgi", "-c", str(settings.BASE_DIR / "gunicorn.conf.py"),
                 "--bind", f"{self.host}:{self.port}", "--workers", str(self.workers), "--log-level", "warning"]
 
     def start(self, timeout: float = 60.0) -> WebProcess:

@@ -275,7 +275,7 @@ def crash_markers(fault_dir: Path) -> dict[str, list[str]]:
 
 
 def drop_queue(broker_url: str, queue: str) -> None:
-    from durable.celery import app
+    from durable.project.celery import app
 
     with Connection(broker_url) as conn:
         bound = app.amqp.queues[queue].bind(conn.default_channel)

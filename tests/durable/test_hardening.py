@@ -66,7 +66,7 @@ def production_settings(**env: str) -> dict:
             "for k in ('DEBUG', 'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_HSTS_SECONDS', "
             "'X_FRAME_OPTIONS', 'DURABLE_LOG_FORMAT')}))")
     clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_DEBUG", "DURABLE_HTTPS"}}
-    out = subprocess.run([sys.executable, "-c", code], env={**clean, "DJANGO_SETTINGS_MODULE": "durable.settings",
+    out = subprocess.run([sys.executable, "-c", code], env={**clean, "DJANGO_SETTINGS_MODULE": "durable.project.settings",
                                                             **env}, cwd=settings.BASE_DIR, capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout)

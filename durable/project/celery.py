@@ -1,4 +1,7 @@
-"""The Celery application: workers advance runs, beat runs the sweeper."""
+"""The standalone project's Celery application (durable creates no other): workers advance runs, beat sweeps.
+
+It finds the apps' tasks (`@shared_task`) with autodiscover_tasks(), as a host project's own app would.
+"""
 import logging
 import logging.config
 import os
@@ -6,7 +9,7 @@ import os
 from celery import Celery
 from celery.signals import setup_logging, task_postrun, task_prerun, worker_ready
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.project.settings")
 
 app = Celery("durable")
 app.config_from_object("django.conf:settings", namespace="CELERY")

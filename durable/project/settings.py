@@ -1,4 +1,4 @@
-"""Settings for durable. Everything a deployment changes comes from the environment."""
+"""Settings for durable's standalone project. Everything a deployment changes comes from the environment."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent  # the checkout: durable/project/settings.py
 VAR_DIR = Path(os.environ.get("DURABLE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default keeps its SQLite file and broker here
 
@@ -66,8 +66,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
-ROOT_URLCONF = "durable.urls"
-WSGI_APPLICATION = "durable.wsgi.application"
+ROOT_URLCONF = "durable.project.urls"
+WSGI_APPLICATION = "durable.project.wsgi.application"
 
 TEMPLATES = [
     {
@@ -212,7 +212,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes every database connection before and after each task unless this is
 # set (then every 2 x this many tasks): a new Postgres connection per run, the largest per-run cost
 # durable_bench --compare measured. Django's CONN_MAX_AGE and CONN_HEALTH_CHECKS decide instead, at
-# each task's start and end (durable/celery.py), as they do per request in the web processes.
+# each task's start and end (durable/project/celery.py), as they do per request in the web processes.
 CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLE_QUEUE", "durable")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -250,7 +250,7 @@ DURABLE_STUCK_APPROVAL_HOURS = float(os.environ.get("DURABLE_STUCK_APPROVAL_HOUR
 
 # Logs: JSON lines in production (DATABASE_URL set, DEBUG off), readable text in the demo.
 # Every line carries the run, workflow, version, step, attempt and operation it belongs to
-# (durable.logs). Celery workers use this same configuration (durable/celery.py).
+# (durable.logs). Celery workers use this same configuration (durable/project/celery.py).
 def log_format(environ: Mapping[str, str], debug: bool) -> str:
     chosen = environ.get("DURABLE_LOG_FORMAT", "").strip().lower()
     if not chosen:
@@ -274,6 +274,3 @@ LOGGING = {
         "django": {"handlers": [], "level": "INFO"},  # through the root's handler, in the same format
     },
 }
-
-# Until the project has a package of its own: the Celery app that shared tasks bind to.
-from durable.celery import app as celery_app  # noqa: E402,F401
