@@ -3,19 +3,14 @@
 A host project mounts them under any prefix, `path("ops/", include("durable.urls"))`; every page
 and redirect reverses its URLs by name, so nothing assumes the root.
 """
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
-
-from durable.console.login import login
 
 urlpatterns = [
     path("", include("durable.console.urls")),
     path("approvals/", include("approvals.urls")),
     path("reconciliation/", include("reconciliation.urls")),
     path("audit/", include("durable.console.audit_urls")),
-    path("accounts/login/", login, name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("durable.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/auth/", include("durable.api.auth_urls")),

@@ -147,9 +147,9 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "reconciliation:lookup": (None, {}),
         "reconciliation:resolve": (None, {"outcome": "succeeded", "external_ref": "ntf-1", "reason": "checked",
                                           "result": '{"notification_id": "ntf-1"}'}),
-        "login": (None, {"username": username, "password": f"pw-{username}"}),
+        "durable:login": (None, {"username": username, "password": f"pw-{username}"}),
         "rest_framework:login": (None, {"username": username, "password": f"pw-{username}"}),
-        "logout": (None, {}),
+        "durable:logout": (None, {}),
         "rest_framework:logout": (None, {}),
     }[name]
     return world.url(name, run), form

@@ -14,4 +14,5 @@ def _refused(request: HttpRequest) -> HttpResponse:
                             view.get_context_data(form=view.get_form_class()(request), throttled=True), status=429)
 
 
-login = throttle_logins(LoginView.as_view(), source="console", refused=_refused)
+# With no ?next=, the console opens on its overview wherever it is mounted, whatever the host's LOGIN_REDIRECT_URL.
+login = throttle_logins(LoginView.as_view(next_page="durable:overview"), source="console", refused=_refused)

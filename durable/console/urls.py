@@ -1,12 +1,17 @@
 """The operator console's run screens: the overview, the runs list, a run's history and its actions."""
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from durable.console import views
 from durable.console.actions import ACTIONS
+from durable.console.login import login
 
 app_name = "durable"
 urlpatterns = [
     path("", views.overview, name="overview"),
+    # The console's own login, like the admin's: a host project may use it (LOGIN_URL = "durable:login") or its own.
+    path("accounts/login/", login, name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="durable:login"), name="logout"),
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<int:seq>/", views.checkpoint_state, name="checkpoint-state"),

@@ -123,9 +123,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by collectstatic, served by WhiteNoise
 STATIC_ROOT.mkdir(exist_ok=True)
 
-LOGIN_URL = "login"
+LOGIN_URL = "durable:login"
 LOGIN_REDIRECT_URL = "durable:overview"
-LOGOUT_REDIRECT_URL = "login"
+LOGOUT_REDIRECT_URL = "durable:login"
 
 # Production is served over HTTPS (TLS ends at the proxy; DURABLE_BEHIND_TLS_PROXY=true trusts its
 # X-Forwarded-Proto): secure cookies and HSTS. The demo on http://127.0.0.1 keeps plain cookies.

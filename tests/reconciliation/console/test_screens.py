@@ -92,10 +92,10 @@ def test_anonymous_visitors_are_sent_to_the_login_page(demo):
     _, row = needs_attention(demo)
     anonymous = Client()
     for url in (list_url(), operation_url(row)):
-        assert anonymous.get(url)["Location"] == f"{reverse('login')}?next={url}"
+        assert anonymous.get(url)["Location"] == f"{reverse('durable:login')}?next={url}"
     for url in (lookup_url(row), resolve_url(row)):
         response = anonymous.post(url, succeeded_form())
-        assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+        assert response.status_code == 302 and response["Location"].startswith(reverse("durable:login"))
     assert SideEffect.objects.get(pk=row.pk).status == Op.UNKNOWN
 
 
