@@ -1,6 +1,7 @@
 """The core app: runs, checkpoints, journal, ledger, executor."""
 from django.apps import AppConfig
-from django.conf import settings
+
+from durable.conf import durable_settings
 
 
 class DurableConfig(AppConfig):
@@ -12,4 +13,4 @@ class DurableConfig(AppConfig):
         from durable import checks  # noqa: F401  registers the launch checks
         from durable.registry import discover
 
-        discover(settings.DURABLE_WORKFLOW_MODULES)
+        discover(durable_settings.DURABLE_WORKFLOW_MODULES)

@@ -70,6 +70,11 @@ def workflows_declare_versions(app_configs: Any = None, **kwargs: Any) -> list[C
     return check_declared_versions(registry.all())
 
 
+@register(DURABLE)
+def settings_are_valid(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_settings(settings)
+
+
 @register(Tags.database, DURABLE)
 def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = None,
                                     **kwargs: Any) -> list[CheckMessage]:
@@ -168,7 +173,7 @@ def _approval_messages(step: Step, source: StepSource, obj: str) -> list[CheckMe
 
 def _where(source: StepSource, call: Call) -> str:
     """`durable/demo/claims_agent.py:93`: relative to the project when the step lives in it."""
-    base = str(settings.BASE_DIR) + os.sep
+    base = str(getattr(settings, "BASE_DIR", os.getcwd())) + os.sep  # a host project may have no BASE_DIR
     path = source.filename[len(base):] if source.filename.startswith(base) else source.filename
     return f"{path}:{call.line}"
 
@@ -319,3 +324,21 @@ def _last_drill(records: list[Any], wf: Workflow) -> str:
     if not last.passed:
         return f" (the last drill, {when}, failed: {'; '.join(last.violations[:2])})"
     return f" (the last drill, {when}, armed only {', '.join(last.points)} in {', '.join(last.actions)})"
+
+
+# -- durable's settings ---------------------------------------------------------------
+
+
+def check_settings(project_settings: Any) -> list[CheckMessage]:
+    """durable.E014: each DURABLE_* setting the project sets has the type and range durable.conf declares."""
+    from durable.conf import SETTINGS, problem
+
+    found: list[CheckMessage] = []
+    for name in SETTINGS:
+        if not hasattr(project_settings, name):
+            continue  # the default applies
+        wrong = problem(name, getattr(project_settings, name))
+        if wrong:
+            found.append(Error(f"{name} {wrong}.", hint=f"{SETTINGS[name].meaning} Default: {SETTINGS[name].default!r} "
+                               "(docs/configuration.md).", obj=name, id="durable.E014"))
+    return found

@@ -6,13 +6,20 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
+from durable.conf import durable_settings
+
 
 def enqueue(run_id: UUID | str, *, countdown: float | None = None) -> None:
     from durable.tasks import advance_run
 
     # Drills deliver every message twice to prove duplicates are harmless (the lease decides).
-    for _ in range(2 if settings.DURABLE_DELIVER_TWICE else 1):
-        advance_run.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    for _ in range(2 if durable_settings.DURABLE_DELIVER_TWICE else 1):
+        advance_run.apply_async(args=[str(run_id)], countdown=countdown, queue=queue())
+
+
+def queue() -> str | None:
+    """The queue runs go to: DURABLE_QUEUE, else the project's Celery default queue."""
+    return durable_settings.DURABLE_QUEUE or getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None)
 
 
 def enqueue_on_commit(run_id: UUID | str) -> None:

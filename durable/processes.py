@@ -13,6 +13,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from durable.conf import durable_settings
+
 
 def database_url() -> str:
     """The URL of the database this process uses now (the test database inside tests)."""
@@ -31,8 +33,8 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "DURABLE_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
         "DURABLE_VAR_DIR": str(settings.VAR_DIR),
-        "DURABLE_SANDBOX_URL": settings.DURABLE_SANDBOX_URL,
-        "DURABLE_WORKFLOW_MODULES": ",".join(settings.DURABLE_WORKFLOW_MODULES),
+        "DURABLE_SANDBOX_URL": durable_settings.DURABLE_SANDBOX_URL,
+        "DURABLE_WORKFLOW_MODULES": ",".join(durable_settings.DURABLE_WORKFLOW_MODULES),
         "SECRET_KEY": settings.SECRET_KEY,
         **extra,
     }

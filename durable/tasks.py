@@ -25,8 +25,7 @@ def prune() -> int:
     """Beat's daily retention pass, when DURABLE_RETENTION_DAYS is set."""
     from datetime import timedelta
 
-    from django.conf import settings
-
+    from durable.conf import durable_settings
     from durable.retention import prune as prune_finished
 
-    return prune_finished(timedelta(days=settings.DURABLE_RETENTION_DAYS)).runs
+    return prune_finished(timedelta(days=durable_settings.DURABLE_RETENTION_DAYS)).runs

@@ -10,7 +10,6 @@ from http import HTTPStatus
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
@@ -22,6 +21,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
+from durable.conf import durable_settings
 from durable.api.filters import filter_runs
 from durable.console import selectors
 from durable.console.actions import ACTIONS, offered_actions
@@ -56,7 +56,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     found = selectors.overview()
     # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
     context = {"overview": found, "pending_approvals": found.pending_approvals, "metrics_url": metrics_url(),
-               "stuck_hours": settings.DURABLE_STUCK_APPROVAL_HOURS}
+               "stuck_hours": durable_settings.DURABLE_STUCK_APPROVAL_HOURS}
     return fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context)
 
 

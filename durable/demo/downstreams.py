@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from django.conf import settings
 
+from durable.conf import durable_settings
 from durable.downstream import Outcome, register_downstream
 from durable.engine.errors import Classification, NonRetryableError, classify
 from durable.engine.ledger import Capabilities
@@ -18,8 +18,8 @@ CLIENT_RETRIES = 0
 
 def _client() -> httpx.Client:
     return httpx.Client(
-        base_url=settings.DURABLE_SANDBOX_URL,
-        timeout=settings.DURABLE_HTTP_TIMEOUT_SECONDS,
+        base_url=durable_settings.DURABLE_SANDBOX_URL,
+        timeout=durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS,
         transport=httpx.HTTPTransport(retries=CLIENT_RETRIES),
     )
 

@@ -5,7 +5,8 @@ import json
 import re
 from typing import Any, Protocol
 
-from django.conf import settings
+from durable.conf import durable_settings
+
 
 ORDER_ID = re.compile(r"\bORD-\d+\b")
 # What a prompt injection looks like to a model that obeys it, as real models too often do.
@@ -54,9 +55,9 @@ class OpenAICompatibleModel:
 
 
 def planner_model() -> PlannerModel:
-    if settings.DURABLE_LLM_BASE_URL:
+    if durable_settings.DURABLE_LLM_BASE_URL:
         return OpenAICompatibleModel(
-            base_url=settings.DURABLE_LLM_BASE_URL, api_key=settings.DURABLE_LLM_API_KEY,
-            model=settings.DURABLE_LLM_MODEL, timeout=settings.DURABLE_HTTP_TIMEOUT_SECONDS,
+            base_url=durable_settings.DURABLE_LLM_BASE_URL, api_key=durable_settings.DURABLE_LLM_API_KEY,
+            model=durable_settings.DURABLE_LLM_MODEL, timeout=durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS,
         )
     return ScriptedModel()

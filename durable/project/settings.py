@@ -8,6 +8,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from durable.conf import DEFAULTS, SETTINGS, Setting
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent  # the checkout: durable/project/settings.py
 VAR_DIR = Path(os.environ.get("DURABLE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default keeps its SQLite file and broker here
@@ -218,35 +220,41 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DURABLE_QUEUE", "durable")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# The executor.
-DURABLE_LEASE_SECONDS = float(os.environ.get("DURABLE_LEASE_SECONDS", "60"))
-DURABLE_TIME_SLICE_SECONDS = float(os.environ.get("DURABLE_TIME_SLICE_SECONDS", "20"))
-DURABLE_SWEEP_SECONDS = float(os.environ.get("DURABLE_SWEEP_SECONDS", "5"))
-DURABLE_PENDING_GRACE_SECONDS = float(os.environ.get("DURABLE_PENDING_GRACE_SECONDS", "10"))
-DURABLE_DELIVER_TWICE = env_bool("DURABLE_DELIVER_TWICE", False)  # drills only
-DURABLE_RECONCILE_AFTER_SECONDS = float(os.environ.get("DURABLE_RECONCILE_AFTER_SECONDS", "300"))
-DURABLE_WORKFLOW_MODULES = env_list("DURABLE_WORKFLOW_MODULES", "durable.demo.claims_agent")
-DURABLE_SANDBOX_URL = os.environ.get("DURABLE_SANDBOX_URL", "http://127.0.0.1:8765")
-DURABLE_LLM_BASE_URL = os.environ.get("DURABLE_LLM_BASE_URL", "")
-DURABLE_LLM_API_KEY = os.environ.get("DURABLE_LLM_API_KEY", "")
-DURABLE_LLM_MODEL = os.environ.get("DURABLE_LLM_MODEL", "gpt-4o-mini")
-DURABLE_HTTP_TIMEOUT_SECONDS = float(os.environ.get("DURABLE_HTTP_TIMEOUT_SECONDS", "5"))
+# durable's own settings: every one has its default in durable/conf.py (docs/configuration.md);
+# this project sets only what it changes, and takes any of them from an environment variable
+# of the same name (DURABLE_LEASE_SECONDS=120). DURABLE_QUEUE names the Celery queue above.
+DURABLE_WORKFLOW_MODULES = ["durable.demo.claims_agent"]
+
+
+def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:
+    """The durable settings the environment sets, read as the type each one is."""
+    read = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
+            "flag": lambda v: v.strip().lower() in {"1", "true", "yes", "on"},
+            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()]}
+    found: dict[str, object] = {}
+    for name, spec in names.items():
+        if not environ.get(name, "").strip() or name in ("DURABLE_QUEUE", "DURABLE_METRICS_DIR"):
+            continue  # unset; or read above
+        try:
+            found[name] = read[spec.kind](environ[name])
+        except ValueError:
+            raise RuntimeError(f"The environment variable {name}={environ[name]!r} is not a {spec.kind} value: "
+                               f"{spec.meaning}") from None
+    return found
+
+
+globals().update(_from_environment(SETTINGS, os.environ))
 
 CELERY_BEAT_SCHEDULE = {
-    "durable-sweep": {"task": "durable.sweep", "schedule": timedelta(seconds=DURABLE_SWEEP_SECONDS)},
+    "durable-sweep": {"task": "durable.sweep", "schedule": timedelta(
+        seconds=globals().get("DURABLE_SWEEP_SECONDS", DEFAULTS["DURABLE_SWEEP_SECONDS"]))},
 }
 
 # Retention: finished runs older than this many days lose their checkpoints (but the last)
 # and their journal; the ledger and audit trail stay. Unset or 0: keep everything.
-DURABLE_RETENTION_DAYS = float(os.environ.get("DURABLE_RETENTION_DAYS", "0"))
-if DURABLE_RETENTION_DAYS > 0:
+if globals().get("DURABLE_RETENTION_DAYS", DEFAULTS["DURABLE_RETENTION_DAYS"]) > 0:
     CELERY_BEAT_SCHEDULE["durable-prune"] = {"task": "durable.prune", "schedule": timedelta(days=1)}
 
-# /metrics: Prometheus scrapes with `Authorization: Bearer <token>`; without a token, or
-# while none is set, only a logged-in user with durable.view_run may read the page.
-DURABLE_METRICS_TOKEN = os.environ.get("DURABLE_METRICS_TOKEN", "")
-# The overview and the "stuck approvals" alert call a pending approval stuck after this long.
-DURABLE_STUCK_APPROVAL_HOURS = float(os.environ.get("DURABLE_STUCK_APPROVAL_HOURS", "24"))
 
 # Logs: JSON lines in production (DATABASE_URL set, DEBUG off), readable text in the demo.
 # Every line carries the run, workflow, version, step, attempt and operation it belongs to

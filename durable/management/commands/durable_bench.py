@@ -17,6 +17,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable import dispatch, services
 from durable.bench import compare
 from durable.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
@@ -97,7 +98,7 @@ class Command(BaseCommand):
         env = {
             "DURABLE_BENCH_STEPS": str(steps), "DURABLE_BENCH_STATS_DIR": str(stats_dir),
             "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "",
-            "DURABLE_WORKFLOW_MODULES": ",".join([*settings.DURABLE_WORKFLOW_MODULES, "durable.bench.workflows"]),
+            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.bench.workflows"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
         }
         run_ids = _start_runs(workflow, runs)

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from durable import metrics, services
+from durable.conf import durable_settings
 from durable.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME, ensure_demo_people
 from durable.processes import WorkerProcess
 
@@ -54,7 +55,7 @@ class Command(BaseCommand):
                     child.wait(10)
 
     def _spawn(self, cmd: list[str], log: os.PathLike[str]) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "DURABLE_SANDBOX_URL": settings.DURABLE_SANDBOX_URL}
+        env = {**os.environ, "DURABLE_SANDBOX_URL": durable_settings.DURABLE_SANDBOX_URL}
         return subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
 
     def _announce(self, host: str, port: int, token: str, logs: os.PathLike[str]) -> None:

@@ -4,11 +4,11 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import OperatorAction, SideEffect
@@ -65,7 +65,7 @@ def set_status(row, status, *, seconds_ago=0):
 
 
 def started_too_long(row, *, extra_seconds=60):
-    return set_status(row, Op.STARTED, seconds_ago=settings.DURABLE_RECONCILE_AFTER_SECONDS + extra_seconds)
+    return set_status(row, Op.STARTED, seconds_ago=durable_settings.DURABLE_RECONCILE_AFTER_SECONDS + extra_seconds)
 
 
 def succeeded_form(**fields):
