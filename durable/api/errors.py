@@ -74,7 +74,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     message = unreadable_request(exception)
     if is_api(request):
         return JsonResponse({"detail": message}, status=status.HTTP_400_BAD_REQUEST)
-    return render(request, "400.html", {"message": message}, status=status.HTTP_400_BAD_REQUEST)
+    return render(request, "durable/400.html", {"message": message}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
