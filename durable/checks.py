@@ -172,7 +172,7 @@ def _approval_messages(step: Step, source: StepSource, obj: str) -> list[CheckMe
 
 
 def _where(source: StepSource, call: Call) -> str:
-    """`durable/demo/claims_agent.py:93`: relative to the project when the step lives in it."""
+    """`durable/tools/demo/claims_agent.py:93`: relative to the project when the step lives in it."""
     base = str(getattr(settings, "BASE_DIR", os.getcwd())) + os.sep  # a host project may have no BASE_DIR
     path = source.filename[len(base):] if source.filename.startswith(base) else source.filename
     return f"{path}:{call.line}"
@@ -277,8 +277,8 @@ def check_versions_in_flight() -> list[CheckMessage]:
 
 def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
     """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
-    from durable import drill
-    from durable.faults import FAULT_POINTS
+    from durable.tools import drill
+    from durable.tools.faults import FAULT_POINTS
     from durable.models import DrillRecord
 
     newest: dict[str, Workflow] = {}

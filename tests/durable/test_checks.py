@@ -23,12 +23,12 @@ from pydantic import BaseModel
 from durable import checks, downstream
 from durable.checks import (check_approvals, check_client_retries, check_crash_settlement, check_declared_versions,
                             check_drills, check_error_classification, check_side_effect_keys)
-from durable.demo import downstreams as demo_downstreams
-from durable.demo.claims_agent import claims_agent, claims_agent_v2
-from durable.demo.refund_checks import revalidate_refund
+from durable.tools.demo import downstreams as demo_downstreams
+from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
+from durable.tools.demo.refund_checks import revalidate_refund
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
-from durable.faults import FAULT_POINTS
+from durable.tools.faults import FAULT_POINTS
 from durable.models import DrillRecord
 from durable.registry import registry
 from durable.workflow import Workflow

@@ -64,7 +64,7 @@ def test_a_project_sets_only_what_it_changes():
     ("DURABLE_LEASE_SECONDS", -1, "must not be negative"),
     ("DURABLE_LOGIN_ATTEMPTS", 0, "must be at least 1"),
     ("DURABLE_DELIVER_TWICE", "yes", "must be True or False"),
-    ("DURABLE_WORKFLOW_MODULES", "durable.demo.claims_agent", "must be a list of module names"),
+    ("DURABLE_WORKFLOW_MODULES", "durable.tools.demo.claims_agent", "must be a list of module names"),
     ("DURABLE_LLM_BASE_URL", "localhost:8000", "must be an http(s) URL"),
 ])
 def test_a_wrong_setting_is_named_by_the_system_check(settings, name, value, says):

@@ -9,11 +9,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from durable import drill
-from durable.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResult, Expectation, expectation,
+from durable.tools import drill
+from durable.tools.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResult, Expectation, expectation,
                            format_matrix, judge, run_drill)
 from durable.engine.ledger import Capabilities
-from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
+from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
 from durable.models import DrillRecord
 from durable.registry import registry
 from tests.durable.metered import counting

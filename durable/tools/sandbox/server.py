@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
-from durable.sandbox.state import SandboxError, SandboxState, require_text
+from durable.tools.sandbox.state import SandboxError, SandboxState, require_text
 
 MAX_BODY_BYTES = 1_000_000
 ORDER_ID_PATTERN = re.compile(r"ORD-\d+")

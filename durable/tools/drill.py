@@ -26,13 +26,13 @@ from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.engine.step_source import REQUEST_APPROVAL, SourceUnavailable, read_step
-from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
+from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
 from durable.models import DrillRecord, Run, SideEffect
-from durable.processes import WorkerProcess
+from durable.tools.processes import WorkerProcess
 from durable.registry import UnknownWorkflow, registry
-from durable.sandbox import SandboxServer
+from durable.tools.sandbox import SandboxServer
 from durable.workflow import Workflow
-from durable.workload import delete_runs, wait_for_runs
+from durable.tools.workload import delete_runs, wait_for_runs
 
 DEFAULT_ACTIONS = ("refund", "ticket", "notify")
 # Short lease, sweep and grace: a crashed run is rescued within seconds instead of minutes.

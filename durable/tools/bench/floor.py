@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from durable.bench.compare import FLOOR, SystemResult, from_intervals
-from durable.bench.peers import StepClock, Workload, main
+from durable.tools.bench.compare import FLOOR, SystemResult, from_intervals
+from durable.tools.bench.peers import StepClock, Workload, main
 
 TABLE = "durable_bench_floor"
 INSERT = f"INSERT INTO {TABLE} (run, seq, state) VALUES (%s, %s, %s)"
@@ -15,7 +15,7 @@ def run_floor(workload: Workload) -> SystemResult:
     import psycopg
     from psycopg.types.json import Jsonb
 
-    from durable.bench.downstream import downstream
+    from durable.tools.bench.downstream import downstream
 
     clock = StepClock()
     with psycopg.connect(workload.database_url, autocommit=True) as conn:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from durable.bench.compare import DBOS, SystemResult, from_intervals
-from durable.bench.peers import StepClock, Workload, main, reset_schema
+from durable.tools.bench.compare import DBOS, SystemResult, from_intervals
+from durable.tools.bench.peers import StepClock, Workload, main, reset_schema
 
 SCHEMA = "durable_bench_dbos"
 
@@ -15,7 +15,7 @@ def run_dbos(workload: Workload) -> SystemResult:
     from dbos import DBOS as Dbos
     from dbos import SetWorkflowID
 
-    from durable.bench.downstream import downstream
+    from durable.tools.bench.downstream import downstream
 
     clock = StepClock()
 

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable import NonRetryableError, RetryPolicy, Workflow, bound_to_run, register
-from durable.demo import downstreams
-from durable.demo.llm import planner_model
-from durable.demo.refund_checks import (
+from durable.tools.demo import downstreams
+from durable.tools.demo.llm import planner_model
+from durable.tools.demo.refund_checks import (
     approvers_for,
     refund_approvers,
     refund_facts,

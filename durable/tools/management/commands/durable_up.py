@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from durable import metrics, services
 from durable.conf import durable_settings
-from durable.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME, ensure_demo_people
-from durable.processes import WorkerProcess
+from durable.tools.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME, ensure_demo_people
+from durable.tools.processes import WorkerProcess
 
 
 class Command(BaseCommand):
@@ -37,7 +37,7 @@ class Command(BaseCommand):
         children: list[subprocess.Popen[bytes]] = []
         worker = WorkerProcess(beat=True, log_path=logs / "worker.log")
         try:
-            children.append(self._spawn([sys.executable, "-m", "durable.sandbox", "--port", str(sandbox_port)],
+            children.append(self._spawn([sys.executable, "-m", "durable.tools.sandbox", "--port", str(sandbox_port)],
                                         logs / "sandbox.log"))
             worker.start()
             children.append(self._spawn([sys.executable, "manage.py", "runserver", f"{host}:{port}", "--noreload",

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durable import scaleout
+from durable.tools import scaleout
 
 
 class Command(BaseCommand):

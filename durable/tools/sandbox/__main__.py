@@ -6,11 +6,11 @@ import argparse
 import signal
 import threading
 
-from durable.sandbox.server import SandboxServer
+from durable.tools.sandbox.server import SandboxServer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m durable.sandbox", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m durable.tools.sandbox", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--hang-seconds", type=float, default=30.0,

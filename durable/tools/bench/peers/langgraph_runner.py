@@ -7,8 +7,8 @@ import uuid
 from typing import Any, TypedDict
 from urllib.parse import quote
 
-from durable.bench.compare import LANGGRAPH, SystemResult, from_intervals
-from durable.bench.peers import StepClock, Workload, main, reset_schema
+from durable.tools.bench.compare import LANGGRAPH, SystemResult, from_intervals
+from durable.tools.bench.peers import StepClock, Workload, main, reset_schema
 
 SCHEMA = "durable_bench_langgraph"
 # "sync" writes each step's checkpoint before the next step starts, as durable and DBOS do;
@@ -24,7 +24,7 @@ class Counter(TypedDict):
 def build_graph(steps: int, side_effect: bool, clock: StepClock) -> Any:
     from langgraph.graph import END, START, StateGraph
 
-    from durable.bench.downstream import downstream
+    from durable.tools.bench.downstream import downstream
 
     # A node starts once the previous node's checkpoint is written (with "sync"), so the clock
     # ticks on entry: the interval is the previous step plus its checkpoint.

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from django.db.models import Max
 
-from durable.bench.compare import percentile
+from durable.tools.bench.compare import percentile
 from durable.models import Checkpoint, Run
 
 

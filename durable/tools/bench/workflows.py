@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable.bench.downstream import ACTION, downstream
+from durable.tools.bench.downstream import ACTION, downstream
 from durable.registry import registry
 from durable.workflow import Workflow
 
@@ -50,7 +50,7 @@ def _report_worker_stats(stats_dir: str) -> None:
     """Count this worker's commits and tasks, rewriting its stats file after every task."""
     from celery.signals import task_postrun
 
-    from durable.bench.commits import CommitCounter
+    from durable.tools.bench.commits import CommitCounter
 
     counter = CommitCounter()
     counter.install()

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from durable.bench.compare import DBOS, FLOOR, LANGGRAPH, NOT_INSTALLED, SystemResult
+from durable.tools.bench.compare import DBOS, FLOOR, LANGGRAPH, NOT_INSTALLED, SystemResult
 
 # system -> (the module that runs it, the module it needs installed)
 RUNNERS: dict[str, tuple[str, str]] = {
-    DBOS: ("durable.bench.peers.dbos_runner", "dbos"),
-    LANGGRAPH: ("durable.bench.peers.langgraph_runner", "langgraph.checkpoint.postgres"),
-    FLOOR: ("durable.bench.floor", "psycopg"),
+    DBOS: ("durable.tools.bench.peers.dbos_runner", "dbos"),
+    LANGGRAPH: ("durable.tools.bench.peers.langgraph_runner", "langgraph.checkpoint.postgres"),
+    FLOOR: ("durable.tools.bench.floor", "psycopg"),
 }
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 

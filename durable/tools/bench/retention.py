@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from durable.bench.seeding import require_postgres, vacuum_analyze
+from durable.tools.bench.seeding import require_postgres, vacuum_analyze
 
 PREFIX = "bench-retention"
 

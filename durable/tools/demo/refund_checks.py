@@ -4,7 +4,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from durable.demo import downstreams
+from durable.tools.demo import downstreams
 from durable.engine.approvals import Revalidation
 
 TWO_APPROVERS_ABOVE = Decimal("1000")  # refunds over this need two different approvers

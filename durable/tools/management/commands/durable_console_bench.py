@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from durable.bench import console
+from durable.tools.bench import console
 from durable.roles import VIEWER, ensure_roles
 
 BUDGET_MS = 100.0

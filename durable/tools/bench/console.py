@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.test import Client
 
-from durable.bench.seeding import require_postgres, vacuum_analyze
+from durable.tools.bench.seeding import require_postgres, vacuum_analyze
 
 PREFIX = "bench-console-"
 STATUS_BY_BUCKET = """CASE
@@ -51,7 +51,7 @@ def seed(runs: int, approvals: int) -> None:
                 r.business_key, jsonb_build_object('order_id', r.business_key, 'amount', '120.00'), md5(r.business_key),
                 jsonb_build_object('action', 'refund', 'target', r.business_key, 'amount', '120.00',
                                    'currency', 'EUR'),
-                md5(r.id::text), 'durable.demo.refund_checks:revalidate_refund', 'ask_again', 'fail', 1, 0,
+                md5(r.id::text), 'durable.tools.demo.refund_checks:revalidate_refund', 'ask_again', 'fail', 1, 0,
                 'PENDING', r.created_at + interval '3 days', r.created_at, ''
             FROM durable_run r WHERE r.workflow_name LIKE '{PREFIX}%%' AND r.status = 'WAITING_APPROVAL'
             ORDER BY r.created_at DESC LIMIT %s""", [approvals])

@@ -29,17 +29,17 @@ from django.test import override_settings
 from kombu import Connection
 from rest_framework.authtoken.models import Token
 
-from durable.drill import (
+from durable.tools.drill import (
     DEFAULT_ACTIONS, DRILL_ENV, SETTLED, DrillWorkers, Expectation, cancel_unsettled, capabilities_of, effects_of, expectation,
     seed_orders,
 )
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
+from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
 from durable.models import Run, SideEffect
-from durable.processes import WebProcess
-from durable.sandbox import SandboxServer
-from durable.workload import wait_for_runs
+from durable.tools.processes import WebProcess
+from durable.tools.sandbox import SandboxServer
+from durable.tools.workload import wait_for_runs
 
 WORKFLOW, VERSION = "claims-agent", 1  # version 1 goes straight through its side effects
 SERVICE_USERNAME = "durable-scaleout"
@@ -392,6 +392,6 @@ def report(r: ScaleOutResult) -> str:
 
 
 def forget(result: ScaleOutResult) -> None:
-    from durable.workload import delete_runs
+    from durable.tools.workload import delete_runs
 
     delete_runs(result.run_ids)

@@ -19,16 +19,16 @@ from django.utils import timezone
 
 from durable.conf import durable_settings
 from durable import dispatch, services
-from durable.bench import compare
-from durable.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
-from durable.bench.measure import BenchResult, measure, step_intervals_ms
-from durable.bench.peers import RUNNERS, Workload, run_peer
-from durable.bench.phases import PhaseReport, time_phases
-from durable.bench.workflows import bench_workflow
+from durable.tools.bench import compare
+from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
+from durable.tools.bench.measure import BenchResult, measure, step_intervals_ms
+from durable.tools.bench.peers import RUNNERS, Workload, run_peer
+from durable.tools.bench.phases import PhaseReport, time_phases
+from durable.tools.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
-from durable.processes import WorkerProcess, database_url
+from durable.tools.processes import WorkerProcess, database_url
 from durable.workflow import Workflow
-from durable.workload import delete_runs, wait_for_runs
+from durable.tools.workload import delete_runs, wait_for_runs
 
 HOW_MEASURED = """\
   steps/s: the workload's steps / wall time from the first workflow started to the last finished
@@ -98,7 +98,7 @@ class Command(BaseCommand):
         env = {
             "DURABLE_BENCH_STEPS": str(steps), "DURABLE_BENCH_STATS_DIR": str(stats_dir),
             "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "",
-            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.bench.workflows"]),
+            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
         }
         run_ids = _start_runs(workflow, runs)

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durable import drill
-from durable.faults import FAULT_POINTS
+from durable.tools import drill
+from durable.tools.faults import FAULT_POINTS
 
 
 def _names(value: str) -> tuple[str, ...]:
