@@ -277,8 +277,8 @@ def check_versions_in_flight() -> list[CheckMessage]:
 
 def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
     """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
-    from durable.tools import drill
-    from durable.tools.faults import FAULT_POINTS
+    from durable.engine.step_source import steps_that_ask
+    from durable.fault_points import FAULT_POINTS
     from durable.models import DrillRecord
 
     newest: dict[str, Workflow] = {}
@@ -297,10 +297,9 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
         if any(r.passed and r.topology_fingerprint == wf.fingerprint and set(r.points) >= set(FAULT_POINTS)
                and set(r.actions) >= actions for r in records):
             continue
-        command = f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version}"
-        if actions != set(drill.DEFAULT_ACTIONS):
-            command += f" --actions {','.join(sorted(actions))}"
-        asking = drill.steps_that_ask(wf)
+        command = (f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version} "
+                   f"--actions {','.join(sorted(actions))}")
+        asking = steps_that_ask(wf.steps)
         hint = (f"Run `{command}` against the production database and broker; it records its result."
                 if not asking else
                 f"The drill does not approve, so it cannot drill a version that waits for a human (step(s) "

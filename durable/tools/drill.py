@@ -25,7 +25,7 @@ from durable.engine.ids import operation_id
 from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.engine.step_source import REQUEST_APPROVAL, SourceUnavailable, read_step
+from durable.engine import step_source
 from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
 from durable.models import DrillRecord, Run, SideEffect
 from durable.tools.processes import WorkerProcess
@@ -105,14 +105,7 @@ def drilled_workflow(config: DrillConfig) -> Workflow:
 
 def steps_that_ask(workflow: Workflow) -> list[str]:
     """Steps whose own source asks for an approval (a step whose source cannot be read is not counted)."""
-    asking = []
-    for step in workflow.steps:
-        try:
-            if read_step(step.fn).of_kind(REQUEST_APPROVAL):
-                asking.append(step.name)
-        except SourceUnavailable:
-            pass
-    return asking
+    return step_source.steps_that_ask(workflow.steps)
 
 
 # -- what a cell must show -------------------------------------------------

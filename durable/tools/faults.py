@@ -1,4 +1,6 @@
-"""Fault points for drills: crash the worker process at a phase boundary, as a real crash would.
+"""Fault injection for drills: crash the worker process at a phase boundary, as a real crash would.
+
+The tools app adds `crash_if_armed` as a hook of the runtime's fault points (durable.fault_points).
 
 Armed by `DURABLE_FAULT_POINTS` (comma-separated point names) and optionally narrowed by
 `DURABLE_FAULT_ACTIONS`. Each armed point fires once per operation: a marker file in
@@ -13,20 +15,23 @@ import hashlib
 import os
 from pathlib import Path
 
-AFTER_PREPARE = "after_prepare"
-AFTER_STARTED = "after_started"
-AFTER_DOWNSTREAM = "after_downstream"  # answered, not yet committed: the classic window
-AFTER_COMMIT = "after_commit"  # committed, step not yet checkpointed
-FAULT_POINTS = (AFTER_PREPARE, AFTER_STARTED, AFTER_DOWNSTREAM, AFTER_COMMIT)
+from durable.fault_points import (  # noqa: F401  the points, named here for the drill and its tests
+    AFTER_COMMIT,
+    AFTER_DOWNSTREAM,
+    AFTER_PREPARE,
+    AFTER_STARTED,
+    FAULT_POINTS,
+)
 
 
-def _armed() -> set[str]:
+def armed() -> set[str]:
+    """The fault points armed in this process (DURABLE_FAULT_POINTS)."""
     return {p.strip() for p in os.environ.get("DURABLE_FAULT_POINTS", "").split(",") if p.strip()}
 
 
-def fault_point(point: str, *, operation_id: str, action: str) -> None:
+def crash_if_armed(point: str, *, operation_id: str, action: str) -> None:
     """Exit the process at once (no cleanup, no ack) if this point is armed for this action."""
-    if point not in _armed():
+    if point not in armed():
         return
     actions = {a.strip() for a in os.environ.get("DURABLE_FAULT_ACTIONS", "").split(",") if a.strip()}
     if actions and action not in actions:
