@@ -16,6 +16,7 @@ from durable.engine.ids import canonical_json, request_hash
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.models import Checkpoint, OperatorAction, Run
 from durable.registry import UnknownWorkflow, registry
+from durable.signals import run_cancelled
 from durable.workflow import Workflow
 
 
@@ -189,14 +190,13 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
         source=source, reason=reason,
         fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
                 "finished_at": timezone.now(), "next_attempt_at": None},
-        then=_close_approvals,
+        then=_announce_cancelled,
     )
 
 
-def _close_approvals(run: Run) -> None:
-    from approvals.services import close_for_run  # the approvals app builds on this one
-
-    close_for_run(run, "the run was cancelled")
+def _announce_cancelled(run: Run) -> None:
+    # The apps built on the core (approvals closes the run's requests) listen; the core imports none of them.
+    run_cancelled.send(sender=Run, run=run)
 
 
 def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:

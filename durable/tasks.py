@@ -6,7 +6,7 @@ from celery import shared_task
 from durable import dispatch, executor, sweeper
 
 
-@shared_task(name="durable.advance_run", acks_late=True, ignore_result=True)
+@shared_task(name=dispatch.ADVANCE_RUN, acks_late=True, ignore_result=True)
 def advance_run(run_id: str) -> None:
     outcome = executor.advance(run_id)
     if outcome.requeue:
