@@ -1,6 +1,6 @@
 """gunicorn's configuration, read from the working directory: Prometheus multiprocess bookkeeping only.
 
-Every other setting comes from the command line (README: `gunicorn durable.wsgi --workers 4 ...`).
+Every other setting comes from the command line (README: `gunicorn durable.project.wsgi --workers 4 ...`).
 Loading durable's settings here sets PROMETHEUS_MULTIPROC_DIR in the master before it forks,
 so every web worker writes its counters to the directory that /metrics reads.
 
@@ -11,7 +11,7 @@ workers together (`rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db`), as `manage.py durab
 import os as _os
 from typing import Any as _Any
 
-_os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.settings")
+_os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.project.settings")
 
 from django.conf import settings as _settings  # noqa: E402  after the settings module is chosen
 

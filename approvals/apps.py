@@ -7,3 +7,7 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals import checks  # noqa: F401  registers the revalidation check
+        from approvals.receivers import close_requests_of_cancelled_run
+        from durable.signals import run_cancelled
+
+        run_cancelled.connect(close_requests_of_cancelled_run, dispatch_uid="approvals.close_requests_of_cancelled_run")

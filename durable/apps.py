@@ -1,6 +1,7 @@
 """The core app: runs, checkpoints, journal, ledger, executor."""
 from django.apps import AppConfig
-from django.conf import settings
+
+from durable.conf import durable_settings
 
 
 class DurableConfig(AppConfig):
@@ -13,5 +14,5 @@ class DurableConfig(AppConfig):
         from durable import role_audit
         from durable.registry import discover
 
-        discover(settings.DURABLE_WORKFLOW_MODULES)
+        discover(durable_settings.DURABLE_WORKFLOW_MODULES)
         role_audit.connect()

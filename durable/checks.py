@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 
+from durable.conf import durable_settings, problem
 from durable.downstream import Downstream, all_downstreams
 from durable.engine.step_source import REQUEST_APPROVAL, SIDE_EFFECT, Call, SourceUnavailable, StepSource, read_step
 from durable.registry import registry
@@ -72,7 +73,14 @@ def workflows_declare_versions(app_configs: Any = None, **kwargs: Any) -> list[C
 
 @register(DURABLE)
 def calls_end_within_the_lease(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    return check_call_timeout(settings.DURABLE_HTTP_TIMEOUT_SECONDS, settings.DURABLE_LEASE_SECONDS)
+    if any(problem(name, getattr(durable_settings, name)) for name in ("DURABLE_HTTP_TIMEOUT_SECONDS", "DURABLE_LEASE_SECONDS")):
+        return []  # durable.E015 names the setting of the wrong type
+    return check_call_timeout(durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS, durable_settings.DURABLE_LEASE_SECONDS)
+
+
+@register(DURABLE)
+def settings_are_valid(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_settings(settings)
 
 
 @register(Tags.database, DURABLE)
@@ -172,8 +180,8 @@ def _approval_messages(step: Step, source: StepSource, obj: str) -> list[CheckMe
 
 
 def _where(source: StepSource, call: Call) -> str:
-    """`durable/demo/claims_agent.py:93`: relative to the project when the step lives in it."""
-    base = str(settings.BASE_DIR) + os.sep
+    """`durable/tools/demo/claims_agent.py:93`: relative to the project when the step lives in it."""
+    base = str(getattr(settings, "BASE_DIR", os.getcwd())) + os.sep  # a host project may have no BASE_DIR
     path = source.filename[len(base):] if source.filename.startswith(base) else source.filename
     return f"{path}:{call.line}"
 
@@ -240,7 +248,7 @@ def check_call_timeout(http_timeout: float, lease_seconds: float) -> list[CheckM
         "heartbeat fail to renew it, and then a second worker would call again.",
         hint=f"Keep DURABLE_HTTP_TIMEOUT_SECONDS at most half of DURABLE_LEASE_SECONDS: lower the timeout to "
              f"{lease_seconds / 2:g}s or less, or raise the lease to {http_timeout * 2:g}s or more.",
-        obj="settings.DURABLE_HTTP_TIMEOUT_SECONDS", id="durable.E014")]
+        obj="DURABLE_HTTP_TIMEOUT_SECONDS", id="durable.E014")]
 
 
 # -- workflow versions -------------------------------------------------------------
@@ -298,8 +306,8 @@ def check_versions_in_flight() -> list[CheckMessage]:
 
 def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
     """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
-    from durable import drill
-    from durable.faults import FAULT_POINTS
+    from durable.engine.step_source import steps_that_ask
+    from durable.fault_points import FAULT_POINTS
     from durable.models import DrillRecord
 
     newest: dict[str, Workflow] = {}
@@ -318,10 +326,9 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
         if any(r.passed and r.topology_fingerprint == wf.fingerprint and set(r.points) >= set(FAULT_POINTS)
                and set(r.actions) >= actions for r in records):
             continue
-        command = f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version}"
-        if actions != set(drill.DEFAULT_ACTIONS):
-            command += f" --actions {','.join(sorted(actions))}"
-        asking = drill.steps_that_ask(wf)
+        command = (f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version} "
+                   f"--actions {','.join(sorted(actions))}")
+        asking = steps_that_ask(wf.steps)
         hint = (f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
                 "there. It touches only what it creates: its runs belong to an account of its own, its workers "
                 "sweep only those, on a queue of their own, and production's workers leave them alone "
@@ -348,3 +355,21 @@ def _last_drill(records: list[Any], wf: Workflow) -> str:
     if not last.passed:
         return f" (the last drill, {when}, failed: {'; '.join(last.violations[:2])})"
     return f" (the last drill, {when}, armed only {', '.join(last.points)} in {', '.join(last.actions)})"
+
+
+# -- durable's settings ---------------------------------------------------------------
+
+
+def check_settings(project_settings: Any) -> list[CheckMessage]:
+    """durable.E015: each DURABLE_* setting the project sets has the type and range durable.conf declares."""
+    from durable.conf import SETTINGS, problem
+
+    found: list[CheckMessage] = []
+    for name in SETTINGS:
+        if not hasattr(project_settings, name):
+            continue  # the default applies
+        wrong = problem(name, getattr(project_settings, name))
+        if wrong:
+            found.append(Error(f"{name} {wrong}.", hint=f"{SETTINGS[name].meaning} Default: {SETTINGS[name].default!r} "
+                               "(docs/configuration.md).", obj=name, id="durable.E015"))
+    return found

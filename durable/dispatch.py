@@ -3,16 +3,24 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
+from durable.conf import durable_settings
+
+ADVANCE_RUN = "durable.advance_run"  # the task (durable/tasks.py), sent by name: tasks imports this module
+
 
 def enqueue(run_id: UUID | str, *, countdown: float | None = None) -> None:
-    from durable.tasks import advance_run
-
     # Drills deliver every message twice to prove duplicates are harmless (the lease decides).
-    for _ in range(2 if settings.DURABLE_DELIVER_TWICE else 1):
-        advance_run.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    for _ in range(2 if durable_settings.DURABLE_DELIVER_TWICE else 1):
+        current_app.send_task(ADVANCE_RUN, args=[str(run_id)], countdown=countdown, queue=queue())
+
+
+def queue() -> str | None:
+    """The queue runs go to: DURABLE_QUEUE, else the project's Celery default queue."""
+    return durable_settings.DURABLE_QUEUE or getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None)
 
 
 def enqueue_on_commit(run_id: UUID | str) -> None:
@@ -22,10 +30,8 @@ def enqueue_on_commit(run_id: UUID | str) -> None:
 
 def drop_queue(queue: str) -> None:
     """Purge and delete a queue, so messages nobody will consume do not stay in the broker."""
-    from durable.celery import app
-
-    with app.connection_for_write() as conn:
-        bound = app.amqp.queues[queue].bind(conn.default_channel)
+    with current_app.connection_for_write() as conn:
+        bound = current_app.amqp.queues[queue].bind(conn.default_channel)
         bound.declare()  # makes the binding known to this connection, so delete finds it
         bound.purge()
         bound.delete()

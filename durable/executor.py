@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from durable.conf import durable_settings
 from durable import logs, metrics, side_effects
 from durable.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
@@ -47,7 +47,7 @@ def advance(run_id: UUID | str, *, owner: str | None = None, db: RunStore | None
     """
     db = db or store()
     with logs.bound(run_id=str(run_id)):
-        claimed = db.claim(run_id, owner or worker_id(), settings.DURABLE_LEASE_SECONDS)
+        claimed = db.claim(run_id, owner or worker_id(), durable_settings.DURABLE_LEASE_SECONDS)
         if claimed is None:
             return Outcome(claimed=False)
         lease, run = claimed
@@ -118,7 +118,7 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
         return Outcome(claimed=True)
     state, step_name = restored
     attempt = run.attempt
-    deadline = time.monotonic() + settings.DURABLE_TIME_SLICE_SECONDS
+    deadline = time.monotonic() + durable_settings.DURABLE_TIME_SLICE_SECONDS
     recorded = db.recorded_calls(run.id)  # each step runs at most once per task, so this stays true
     done = 0
     while True:

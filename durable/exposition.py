@@ -10,7 +10,6 @@ import hmac
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.conf import settings
 from django.db.models import F, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -19,6 +18,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from durable.conf import durable_settings
 from approvals.selectors import pending_summary
 from durable import metrics
 from durable.engine.ledger import OperationStatus
@@ -78,7 +78,7 @@ def approval_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
 
 def _refusal(request: HttpRequest) -> HttpResponse | None:
     """None when the caller may read the metrics; otherwise the answer that says why not."""
-    token = settings.DURABLE_METRICS_TOKEN
+    token = durable_settings.DURABLE_METRICS_TOKEN
     scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
     if token and scheme.lower() == "bearer":
         if hmac.compare_digest(presented.strip().encode(), token.encode()):

@@ -26,9 +26,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.conf import settings
 from django.db import DatabaseError, connection
 
+from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
 from durable.store import Lease, RunStore
 
@@ -142,7 +142,7 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
     `timeout` is how long the call may take (its client's timeout): DURABLE_HTTP_TIMEOUT_SECONDS
     unless given.
     """
-    timeout = settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
+    timeout = durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
     if lease.seconds_left() < timeout + MARGIN_SECONDS:
         db.renew(lease)  # never start a call on a lease that may run out before it returns
     if connection.in_atomic_block:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 
+from durable.conf import durable_settings
 from durable.models import SecurityEvent
 from durable.security import client_address, record_refusal
 
@@ -40,18 +40,18 @@ def _keys(request: HttpRequest, username: str) -> tuple[str, str]:
 
 def _count(key: str) -> int:
     """Add one attempt to `key`'s window and return the new count, atomically in the cache."""
-    cache.add(key, 0, timeout=settings.DURABLE_LOGIN_WINDOW_SECONDS)
+    cache.add(key, 0, timeout=durable_settings.DURABLE_LOGIN_WINDOW_SECONDS)
     try:
         return cache.incr(key)
     except ValueError:  # the window ended between add and incr: this attempt opens a new one
-        cache.add(key, 0, timeout=settings.DURABLE_LOGIN_WINDOW_SECONDS)
+        cache.add(key, 0, timeout=durable_settings.DURABLE_LOGIN_WINDOW_SECONDS)
         return cache.incr(key)
 
 
 def admit(request: HttpRequest, username: str) -> bool:
     """Count this attempt; True when it may be judged, False when it is over a limit."""
     pair, address = _keys(request, username)
-    limit = settings.DURABLE_LOGIN_ATTEMPTS
+    limit = durable_settings.DURABLE_LOGIN_ATTEMPTS
     return _count(pair) <= limit and _count(address) <= limit * ADDRESS_FACTOR
 
 
@@ -83,6 +83,6 @@ def throttle_logins(view: LoginView, *, source: str,
 
 
 def _too_many() -> HttpResponse:
-    minutes = max(1, round(settings.DURABLE_LOGIN_WINDOW_SECONDS / 60))
+    minutes = max(1, round(durable_settings.DURABLE_LOGIN_WINDOW_SECONDS / 60))
     return HttpResponse(f"Too many failed attempts. Wait up to {minutes} minutes and try again.\n", status=429,
                         content_type="text/plain; charset=utf-8")

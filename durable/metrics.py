@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, values
 from prometheus_client.mmap_dict import MmapedDict
+
+from durable.conf import durable_settings
 
 
 def directory() -> str:
     """The shared directory, making sure this process writes there before any metric exists."""
-    path = os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.DURABLE_METRICS_DIR))
+    configured = durable_settings.DURABLE_METRICS_DIR or Path(tempfile.gettempdir()) / f"durable-metrics-{os.getuid()}"
+    path = os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(configured))
     os.makedirs(path, exist_ok=True)
     if not getattr(values.ValueClass, "_multiprocess", False):
         # prometheus_client chooses its mode when first imported; a script that imported it

@@ -331,7 +331,7 @@ class ApiToken(models.Model):
 class DrillRecord(models.Model):
     """A fault drill that ran against one workflow version: what it covered and whether it passed.
 
-    Written by durable/drill.py when a drill ends; the launch check durable.W011 reads it.
+    Written by durable/tools/drill.py when a drill ends; the launch check durable.W011 reads it.
     """
 
     workflow_name = models.CharField(max_length=100)

@@ -10,7 +10,7 @@ drill's crashed run is never resumed by a production worker against production's
 """
 from __future__ import annotations
 
-from django.conf import settings
+from durable.conf import durable_settings
 from django.db.models import Q
 
 TOOL_ACCOUNT_PREFIX = "durable-tool-"
@@ -18,7 +18,7 @@ TOOL_ACCOUNT_PREFIX = "durable-tool-"
 
 def scoped_to() -> int | None:
     """The id of the tool account whose runs alone this process may touch, or None (production)."""
-    return getattr(settings, "DURABLE_SCOPE_CREATED_BY", None)
+    return durable_settings.DURABLE_SCOPE_CREATED_BY
 
 
 def runs_in_scope(path: str = "") -> Q:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest
 
 from durable import metrics
+from durable.conf import durable_settings
 from durable.models import SecurityEvent
 
 log = logging.getLogger("durable.security")
@@ -20,7 +20,7 @@ def client_address(request: HttpRequest | None) -> str | None:
     if request is None:
         return None
     address = request.META.get("REMOTE_ADDR", "")
-    if getattr(settings, "DURABLE_BEHIND_TLS_PROXY", False):
+    if durable_settings.DURABLE_BEHIND_TLS_PROXY:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
         address = forwarded or address
     try:

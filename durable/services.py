@@ -19,6 +19,7 @@ from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.engine.ledger import OperationStatus
 from durable.models import Checkpoint, OperatorAction, Run, SideEffect
 from durable.registry import UnknownWorkflow, registry
+from durable.signals import run_cancelled
 from durable.workflow import Workflow
 
 
@@ -285,8 +286,6 @@ MAY_HAVE_HAPPENED = (OperationStatus.STARTED, OperationStatus.UNKNOWN)
 
 def _what_the_cancel_finds(run: Run) -> dict[str, Any]:
     """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before)."""
-    from approvals.services import close_for_run  # the approvals app builds on this one
-
     ledger = [SideEffectDone(action=row.action_name, operation_id=row.operation_id, status=row.status,
                              external_ref=row.external_ref or "")
               for row in SideEffect.objects.filter(run_id=run.id).order_by("created_at", "operation_id")]
@@ -296,9 +295,10 @@ def _what_the_cancel_finds(run: Run) -> dict[str, Any]:
                        "write, and no further step starts")
     elif run.current_step:
         stopped.append(f"step {run.current_step!r} and every step after it ({run.status} until now)")
-    invalidated = close_for_run(run, "the run was cancelled")
-    if invalidated:
-        stopped.append(f"{invalidated} pending approval request{'s' if invalidated > 1 else ''}, now INVALIDATED")
+    # The apps built on the core (approvals closes the run's requests) listen and say what they stopped;
+    # the core imports none of them.
+    for _, what_it_stopped in run_cancelled.send(sender=Run, run=run):
+        stopped.extend(what_it_stopped or ())
     return {"already_happened": [asdict(e) for e in ledger if e.status == OperationStatus.SUCCEEDED],
             "may_have_happened": [asdict(e) for e in ledger if e.status in MAY_HAVE_HAPPENED],
             "stopped": stopped}

@@ -9,7 +9,7 @@ from durable.downstream import Downstream, classify_error
 from durable.engine.errors import LeaseLost, NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, after_failed_call, on_reentry
-from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
+from durable.fault_points import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
 from durable.heartbeat import lease_kept
 from durable.models import SideEffect
 from durable.store import Lease, RunStore

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable import dispatch
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
@@ -28,7 +28,7 @@ from durable.scope import runs_in_scope
 def due_runs(limit: int = 1000) -> list[UUID]:
     """Runs waiting for a worker whose next copy is due (durable.engine.resend), longest unsent first."""
     now = timezone.now()
-    grace = timedelta(seconds=settings.DURABLE_PENDING_GRACE_SECONDS)
+    grace = timedelta(seconds=durable_settings.DURABLE_PENDING_GRACE_SECONDS)
     due = (
         Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
         | Q(status=RunStatus.WAITING_RETRY, next_attempt_at__lte=now)

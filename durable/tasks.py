@@ -6,7 +6,7 @@ from celery import shared_task
 from durable import dispatch, executor, sweeper
 
 
-@shared_task(name="durable.advance_run", acks_late=True, ignore_result=True)
+@shared_task(name=dispatch.ADVANCE_RUN, acks_late=True, ignore_result=True)
 def advance_run(run_id: str) -> None:
     outcome = executor.advance(run_id)
     if outcome.requeue:
@@ -25,8 +25,7 @@ def prune() -> int:
     """Beat's daily retention pass, when DURABLE_RETENTION_DAYS is set."""
     from datetime import timedelta
 
-    from django.conf import settings
-
+    from durable.conf import durable_settings
     from durable.retention import prune as prune_finished
 
-    return prune_finished(timedelta(days=settings.DURABLE_RETENTION_DAYS)).runs
+    return prune_finished(timedelta(days=durable_settings.DURABLE_RETENTION_DAYS)).runs

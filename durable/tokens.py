@@ -7,24 +7,24 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.conf import settings
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable.engine.tokens import new_token, token_hash, token_matches, token_prefix
 from durable.models import ApiToken
 from durable.services import Conflict, Forbidden, InvalidInput, audit
 
 MANAGE = "durable.manage_apitoken"
-DEFAULT_TOKEN_DAYS = 90.0  # DURABLE_API_TOKEN_DAYS overrides it
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is written at most this often per token
 Actor = AbstractBaseUser | AnonymousUser | None
 
 
 def token_lifetime() -> timedelta:
-    return timedelta(days=float(getattr(settings, "DURABLE_API_TOKEN_DAYS", DEFAULT_TOKEN_DAYS)))
+    return timedelta(days=float(durable_settings.DURABLE_API_TOKEN_DAYS))
 
 
 def may_manage(*, by: Actor, owner: AbstractBaseUser) -> bool:

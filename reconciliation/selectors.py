@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable.engine.ledger import OperationStatus as Op
 from durable.models import JournalEntry, OperatorAction, SideEffect
 
@@ -18,7 +18,7 @@ def awaiting_reconciliation(limit: int) -> list[SideEffect]:
 
     Up to `limit` + 1 rows: the extra one only tells the caller that there are more.
     """
-    cutoff = timezone.now() - timedelta(seconds=settings.DURABLE_RECONCILE_AFTER_SECONDS)
+    cutoff = timezone.now() - timedelta(seconds=durable_settings.DURABLE_RECONCILE_AFTER_SECONDS)
     waiting = Q(status=Op.UNKNOWN) | Q(status=Op.STARTED, updated_at__lt=cutoff)
     return list(SideEffect.objects.filter(waiting).select_related("run")
                 .order_by("updated_at", "operation_id")[:limit + 1])

@@ -4,11 +4,11 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable import logs, metrics
 from durable.downstream import Downstream, get_downstream
 from durable.engine.ids import canonical_json, sha256_hex
@@ -23,7 +23,7 @@ log = logging.getLogger("durable.reconciliation")
 
 def stale_operations(limit: int = 200) -> list[SideEffect]:
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.DURABLE_RECONCILE_AFTER_SECONDS)
+    cutoff = now - timedelta(seconds=durable_settings.DURABLE_RECONCILE_AFTER_SECONDS)
     live = Q(run__status=RunStatus.RUNNING, run__lease_expires_at__gte=now)
     return list(SideEffect.objects.filter(runs_in_scope("run__"), status=Op.STARTED, updated_at__lt=cutoff).exclude(live)
                 .select_related("run").order_by("updated_at")[:limit])

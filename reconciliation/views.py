@@ -10,7 +10,6 @@ import json
 from http import HTTPStatus
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
@@ -18,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
+from durable.conf import durable_settings
 from durable.console.rendering import Outcome
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
@@ -55,7 +55,7 @@ SETTLED = {
 def operations(request: HttpRequest) -> HttpResponse:
     found = awaiting_reconciliation(LIMIT)
     context = {"operations": found[:LIMIT], "more": len(found) > LIMIT,
-               "started_after": settings.DURABLE_RECONCILE_AFTER_SECONDS}
+               "started_after": durable_settings.DURABLE_RECONCILE_AFTER_SECONDS}
     return render(request, "reconciliation/operations.html", context)
 
 

@@ -152,9 +152,9 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
                                           "result": '{"notification_id": "ntf-1"}'}),
         "durable:tokens": (None, {"name": "nightly export", "days": "30"}),
         "durable:token-revoke": (None, {"reason": "the service was retired"}),
-        "login": (None, {"username": username, "password": f"pw-{username}"}),
+        "durable:login": (None, {"username": username, "password": f"pw-{username}"}),
         "rest_framework:login": (None, {"username": username, "password": f"pw-{username}"}),
-        "logout": (None, {}),
+        "durable:logout": (None, {}),
         "rest_framework:logout": (None, {}),
     }[name]
     return world.url(name, run), form

@@ -97,9 +97,11 @@ FORM_FIELDS = {
     "approvals:decide": ["verdict", "reason", "snapshot_hash"],
     "reconciliation:lookup": [],
     "reconciliation:resolve": ["outcome", "external_ref", "result", "follow_up", "reason"],
-    "login": ["username", "password", "next"],
+    "durable:tokens": ["name", "days", "owner"],
+    "durable:token-revoke": ["reason"],
+    "durable:login": ["username", "password", "next"],
     "rest_framework:login": ["username", "password", "next"],
-    "logout": ["next"],
+    "durable:logout": ["next"],
     "rest_framework:logout": ["next"],
 }
 EXTRA_FIELDS = ["id", "status", "version", "page_size"]
@@ -196,7 +198,7 @@ def aimed_urls(name: str, world: World) -> list[str]:
     route = next(r for r in routes() if r.name == name)
     url = world.url(name)
     values = {"run_id": str(world.waiting.id), "request_id": str(world.approval.id), "pk": None,
-              "operation_id": world.operation.operation_id, "seq": "0"}
+              "operation_id": world.operation.operation_id, "seq": "0", "token_id": str(world.token.id)}
     segments = url.split("/")
     aimed = []
     for index, segment in enumerate(segments):

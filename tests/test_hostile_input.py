@@ -271,10 +271,10 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 
 CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "approvals:decide",
-    "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "login", "logout",
+    "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:login", "durable:logout",
     "rest_framework:login", "rest_framework:logout",
 ]
-LOGIN_FORMS = ("login", "rest_framework:login")
+LOGIN_FORMS = ("durable:login", "rest_framework:login")
 
 
 def browser(name: str, admin) -> Client:
@@ -282,7 +282,7 @@ def browser(name: str, admin) -> Client:
     client = Client(enforce_csrf_checks=True)
     if name not in LOGIN_FORMS:
         client.force_login(admin)
-    client.get(reverse("login"))  # any page with a form sets the CSRF cookie
+    client.get(reverse("durable:login"))  # any page with a form sets the CSRF cookie
     return client
 
 

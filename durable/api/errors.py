@@ -1,5 +1,5 @@
 """Errors as answers: bad input is a 400 naming the field, a stale state a 409, an unreadable request a 400
-naming the limit it passed, an unknown URL a 404 (JSON under /api/)."""
+naming the limit it passed, an unknown URL a 404 (JSON under the API's prefix, wherever it is mounted)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
 from django.views.defaults import page_not_found
 from rest_framework import status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
@@ -59,18 +60,26 @@ def unreadable_request(exception: Exception) -> str:
     return "The request could not be read. Nothing was done."
 
 
+def is_api(request: HttpRequest) -> bool:
+    """Whether the request is for the API: its path is under the API's root, under whatever prefix it is mounted."""
+    try:
+        return request.path.startswith(reverse("api:api-root"))
+    except NoReverseMatch:  # a project that does not mount the API
+        return False
+
+
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's handler400, for requests it refuses to read (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many
     fields): a JSON answer under /api/, a console page elsewhere, each saying which limit was passed."""
     message = unreadable_request(exception)
-    if request.path.startswith("/api/"):
+    if is_api(request):
         return JsonResponse({"detail": message}, status=status.HTTP_400_BAD_REQUEST)
-    return render(request, "400.html", {"message": message}, status=status.HTTP_400_BAD_REQUEST)
+    return render(request, "durable/400.html", {"message": message}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's handler404: under /api/ a URL that matches no route (e.g. an id that is not a UUID) is
     answered in JSON like every other API error, not with the console's HTML page."""
-    if request.path.startswith("/api/"):
+    if is_api(request):
         return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
     return page_not_found(request, exception)

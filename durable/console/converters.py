@@ -30,3 +30,9 @@ class SeqConverter:
 
     def to_url(self, value: int) -> str:
         return str(value)
+
+
+class RowIdConverter(SeqConverter):
+    """A row's id (an API token's): at most 18 digits, within a 64-bit integer column."""
+
+    regex = "[0-9]{1,18}"

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from approvals.selectors import pending_count, stuck_count
 from durable import metrics
 from durable.engine.ids import OPERATION_ID_PATTERN
@@ -51,7 +51,7 @@ COUNTED = {"unknown_operations": "side_effect_unknown_total", "retries_exhausted
 def alerting() -> Alerting:
     counted = metrics.totals(COUNTED.values())
     now = timezone.now()
-    stuck = stuck_count(older_than=now - timedelta(hours=settings.DURABLE_STUCK_APPROVAL_HOURS),
+    stuck = stuck_count(older_than=now - timedelta(hours=durable_settings.DURABLE_STUCK_APPROVAL_HOURS),
                         expiring_before=now + NEAR_EXPIRY)
     return Alerting(**{field: int(counted[sample]) for field, sample in COUNTED.items()}, stuck_approvals=stuck)
 

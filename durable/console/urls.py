@@ -1,19 +1,25 @@
 """The operator console's run screens (the overview, the runs list, a run's history and its actions) and API tokens."""
+from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from durable.console import tokens, views
 from durable.console.actions import ACTIONS
-from durable.console.converters import SeqConverter
+from durable.console.converters import RowIdConverter, SeqConverter
+from durable.console.login import login
 
 register_converter(SeqConverter, "seq")
+register_converter(RowIdConverter, "row_id")
 
 app_name = "durable"
 urlpatterns = [
     path("", views.overview, name="overview"),
+    # The console's own login, like the admin's: a host project may use it (LOGIN_URL = "durable:login") or its own.
+    path("accounts/login/", login, name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="durable:login"), name="logout"),
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),
     path("tokens/", tokens.tokens, name="tokens"),
-    path("tokens/<int:token_id>/revoke/", tokens.revoke, name="token-revoke"),
+    path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     *(path(f"runs/<uuid:run_id>/{name}/", views.act, {"action": name}, name=f"run-{name}") for name in ACTIONS),
 ]

@@ -10,18 +10,18 @@ from http import HTTPStatus
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
+from durable.conf import durable_settings
 from durable.api.filters import filter_runs
 from durable.console import selectors
 from durable.console.actions import ACTIONS, offered_actions
@@ -40,8 +40,14 @@ from durable.services import Conflict, InvalidInput
 
 VIEW = "durable.view_run"
 PAGE = 50
-# The reconciliation screens' address; a literal, so these pages do not depend on that app's URL names.
-RECONCILIATION = "/reconciliation/"
+
+
+def metrics_url() -> str | None:
+    """Where the project serves /metrics, if it does: the project mounts that page, not the app."""
+    try:
+        return reverse("metrics")
+    except NoReverseMatch:
+        return None
 
 
 @login_required
@@ -50,8 +56,8 @@ RECONCILIATION = "/reconciliation/"
 def overview(request: HttpRequest) -> HttpResponse:
     found = selectors.overview()
     # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
-    context = {"overview": found, "pending_approvals": found.pending_approvals, "reconciliation_url": RECONCILIATION,
-               "stuck_hours": settings.DURABLE_STUCK_APPROVAL_HOURS}
+    context = {"overview": found, "pending_approvals": found.pending_approvals, "metrics_url": metrics_url(),
+               "stuck_hours": durable_settings.DURABLE_STUCK_APPROVAL_HOURS}
     return fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context)
 
 
@@ -158,7 +164,6 @@ def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, A
         "timeline": run_timeline(run) if contents else [],
         "side_effects": run.side_effects.all() if contents else [],
         "approvals": run.approvals.order_by("created_at", "ask"),
-        "reconciliation_url": RECONCILIATION,
         **_panel(request, run, **panel),
     }
 

@@ -6,7 +6,7 @@ import pytest
 from approvals.models import ApprovalRequest
 from durable.engine.states import RunStatus
 from durable.models import Run
-from durable.processes import WorkerProcess
+from durable.tools.processes import WorkerProcess
 from tests.approvals.flow import decide, pending_request, start_v2_claim
 from tests.conftest import make_user
 from tests.waiting import status_of, wait_for

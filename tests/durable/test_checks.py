@@ -24,12 +24,12 @@ from durable import checks, downstream
 from durable.checks import (check_approvals, check_call_timeout, check_client_retries, check_crash_settlement,
                             check_declared_versions, check_drills, check_error_classification,
                             check_side_effect_keys)
-from durable.demo import downstreams as demo_downstreams
-from durable.demo.claims_agent import claims_agent, claims_agent_v2
-from durable.demo.refund_checks import revalidate_refund
+from durable.tools.demo import downstreams as demo_downstreams
+from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
+from durable.tools.demo.refund_checks import revalidate_refund
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
-from durable.faults import FAULT_POINTS
+from durable.tools.faults import FAULT_POINTS
 from durable.models import DrillRecord
 from durable.registry import registry
 from durable.workflow import Workflow
@@ -268,7 +268,7 @@ def test_the_registered_check_reads_the_settings(settings):
 
 
 def test_the_drill_s_short_lease_keeps_its_calls_within_it():
-    from durable.drill import DRILL_ENV
+    from durable.tools.drill import DRILL_ENV
 
     assert check_call_timeout(float(DRILL_ENV["DURABLE_HTTP_TIMEOUT_SECONDS"]),
                               float(DRILL_ENV["DURABLE_LEASE_SECONDS"])) == []

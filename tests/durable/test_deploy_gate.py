@@ -14,7 +14,7 @@ from durable import services
 from durable.deploy_gate import blocked_runs
 from durable.engine.states import RunStatus
 from durable.models import Run
-from durable.processes import child_environment
+from durable.tools.processes import child_environment
 from durable.registry import registry
 from tests.durable import version_workflows as vw
 from tests.durable.deploys.steps import NAME as DEPLOYED
@@ -141,10 +141,10 @@ def test_an_open_approval_whose_revalidation_no_longer_imports_is_named_by_the_s
     fields = {"run": run, "kind": "refund", "business_key": "b", "snapshot": {}, "snapshot_hash": "h",
               "approval_object": {}, "object_hash": "o", "expires_at": "2999-01-01T00:00:00Z",
               "workflow_name": vw.NAME, "workflow_version": 1, "on_invalid": "fail", "on_expiry": "fail"}
-    ApprovalRequest.objects.create(step="a", revalidate="durable.demo.refund_checks:revalidate_refund", **fields)
+    ApprovalRequest.objects.create(step="a", revalidate="durable.tools.demo.refund_checks:revalidate_refund", **fields)
     assert check_revalidations() == []
-    ApprovalRequest.objects.create(step="b", revalidate="durable.demo.refund_checks:moved_away", **fields)
+    ApprovalRequest.objects.create(step="b", revalidate="durable.tools.demo.refund_checks:moved_away", **fields)
     [error] = check_revalidations()
-    assert error.id == "durable.E013" and "durable.demo.refund_checks:moved_away" in error.msg
+    assert error.id == "durable.E013" and "durable.tools.demo.refund_checks:moved_away" in error.msg
     ApprovalRequest.objects.filter(step="b").update(status=ApprovalStatus.EXPIRED)
     assert check_revalidations() == []

@@ -12,7 +12,7 @@ from approvals.models import ApprovalRequest
 from durable import services
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
-from durable.processes import WorkerProcess
+from durable.tools.processes import WorkerProcess
 from tests.approvals.flow import decide
 from tests.conftest import make_user
 from tests.durable.deploys.steps import NAME

@@ -12,13 +12,14 @@ from django.utils import timezone
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from durable import drill, services
-from durable.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResult, Expectation, expectation,
+from durable import services
+from durable.tools import drill
+from durable.tools.drill import (Cell, CellCounts, CellResult, DrillConfig, DrillResult, Expectation, expectation,
                            format_matrix, judge, run_drill)
 from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
+from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
 from durable.models import DrillRecord, JournalEntry, Run, SideEffect
 from durable.registry import registry
 from tests.durable.metered import counting

@@ -75,7 +75,7 @@ def test_counts_of_two_processes_add_up(token):
     label = (("action", "two-processes"),)
     before = samples(scrape(HTTP_AUTHORIZATION=f"Bearer {token}")).get(("side_effect_duplicate_prevented_total", label), 0)
     metrics.duplicate_prevented("two-processes")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "durable.settings", "DURABLE_VAR_DIR": str(django_settings.VAR_DIR)}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "durable.project.settings", "DURABLE_VAR_DIR": str(django_settings.VAR_DIR)}
     env.pop("PROMETHEUS_MULTIPROC_DIR")  # the other process finds the directory through the settings alone
     subprocess.run([sys.executable, "-c", "import django; django.setup(); from durable import metrics; "
                     "metrics.duplicate_prevented('two-processes'); metrics.duplicate_prevented('two-processes')"],

@@ -1,5 +1,5 @@
 """Random fault points: a stable draw per operation and point, at the rate asked."""
-from durable.faults import chosen
+from durable.tools.faults import chosen
 
 
 def test_rate_one_fires_everywhere_and_rate_zero_nowhere():

@@ -15,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
 
+from durable.conf import durable_settings
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def log_in(client: Client, password: str):
 def test_failed_logins_are_throttled_per_username_and_say_so(settings):
     User.objects.create_user("ann", password="right-password")
     client = Client()
-    for _ in range(settings.DURABLE_LOGIN_ATTEMPTS):
+    for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS):
         assert log_in(client, "wrong").status_code == 200  # the form again, with its error
     refused = log_in(client, "right-password")
     assert refused.status_code == 429 and b"Too many failed attempts" in refused.content
@@ -37,11 +38,11 @@ def test_failed_logins_are_throttled_per_username_and_say_so(settings):
 def test_a_successful_login_clears_the_usernames_failures(settings):
     User.objects.create_user("ann", password="right-password")
     client = Client()
-    for _ in range(settings.DURABLE_LOGIN_ATTEMPTS - 1):
+    for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS - 1):
         log_in(client, "wrong")
     assert log_in(client, "right-password").status_code == 302
     other = Client(REMOTE_ADDR="10.0.0.2")
-    for _ in range(settings.DURABLE_LOGIN_ATTEMPTS - 1):
+    for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS - 1):
         assert log_in(other, "wrong").status_code == 200  # the count started again
 
 
@@ -51,7 +52,7 @@ def test_a_hostile_username_is_throttled_too_under_a_key_any_cache_accepts(setti
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheKeyWarning)  # what memcached would refuse
         answers = [client.post("/accounts/login/", hostile).status_code
-                   for _ in range(settings.DURABLE_LOGIN_ATTEMPTS + 1)]
+                   for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS + 1)]
     assert answers[-1] == 429 and set(answers[:-1]) == {200}
 
 
@@ -71,7 +72,7 @@ A_KEY = "k3y-" * 15
 def in_a_fresh_process(code: str, **env: str) -> subprocess.CompletedProcess:
     """Run `code` with durable's settings in a new Python, under `env` and nothing of this process's settings."""
     clean = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
-    return subprocess.run([sys.executable, "-c", code], env={**clean, "DJANGO_SETTINGS_MODULE": "durable.settings",
+    return subprocess.run([sys.executable, "-c", code], env={**clean, "DJANGO_SETTINGS_MODULE": "durable.project.settings",
                                                             **env}, cwd=settings.BASE_DIR, capture_output=True,
                           text=True)
 

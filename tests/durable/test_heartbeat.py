@@ -17,8 +17,8 @@ from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
 from durable.heartbeat import Heartbeat, lease_kept
 from durable.models import JournalEntry, Run
-from durable.processes import WorkerProcess
-from durable.sandbox import SandboxServer
+from durable.tools.processes import WorkerProcess
+from durable.tools.sandbox import SandboxServer
 from durable.store import store
 from durable.sweeper import sweep
 from tests.waiting import status_of, wait_for

@@ -10,7 +10,7 @@ from durable.engine.errors import LeaseLost, OperationConflict
 from durable.engine.ids import canonical_json, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import AFTER_COMMIT, AFTER_PREPARE
+from durable.tools.faults import AFTER_COMMIT, AFTER_PREPARE
 from durable.models import JournalEntry, SideEffect
 from durable.store import store
 from tests.durable.ledger_workflows import crash_at, expire_lease, make_retry_due, probe

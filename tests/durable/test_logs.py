@@ -7,10 +7,10 @@ from celery.signals import setup_logging
 from django.conf import settings
 
 from durable import executor, logs, services
-from durable.celery import _use_django_logging
+from durable.project.celery import _use_django_logging
 from durable.logs import FIELDS, JsonFormatter, RunContextFilter, TextFormatter
 from durable.models import SideEffect
-from durable.settings import log_format
+from durable.project.settings import log_format
 from tests.durable.ledger_workflows import probe
 
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 from durable import executor, metrics, services
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_STARTED
+from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_STARTED
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.registry import registry
 from reconciliation.services import resolve_operation

@@ -7,7 +7,7 @@ import pytest
 
 from durable import services
 from durable.engine.states import RunStatus
-from durable.processes import WorkerProcess
+from durable.tools.processes import WorkerProcess
 from tests.durable.metered import counting
 from tests.waiting import status_of, wait_for
 

@@ -4,7 +4,7 @@ from django.contrib.auth import password_validation
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from durable.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME
+from durable.tools.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME
 
 
 @pytest.mark.parametrize("password", ["password1", "12345678", DEMO_PASSWORD, "DURABLE-DEMO", "123456789012",

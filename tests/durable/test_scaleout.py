@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from durable import scaleout
+from durable.tools import scaleout
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED
+from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED
 
 CI_RUNS = 100
 BROKER = os.environ.get("DURABLE_SCALEOUT_BROKER_URL", scaleout.ScaleOutConfig.broker_url)

@@ -11,7 +11,7 @@ from durable import services, sweeper
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
-from durable.workload import retire, scope_env, tool_account
+from durable.tools.workload import retire, scope_env, tool_account
 from reconciliation.sweeper import stale_operations
 from tests.approvals.flow import waiting_claim
 

@@ -5,7 +5,7 @@ import pytest
 from django.utils import timezone
 
 from durable import services
-from durable.demo.claims_agent import claims_agent_v2 as claims_agent
+from durable.tools.demo.claims_agent import claims_agent_v2 as claims_agent
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, OperatorAction, Run
 from tests.conftest import make_user

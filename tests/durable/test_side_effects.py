@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 
 from durable import executor, services, sweeper, tasks
-from durable.demo.downstreams import NotificationsAdapter, TicketsAdapter
+from durable.tools.demo.downstreams import NotificationsAdapter, TicketsAdapter
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.faults import AFTER_DOWNSTREAM, AFTER_STARTED
+from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED
 from durable.models import JournalEntry, Run, SideEffect
 from reconciliation.sweeper import reconcile_stale
 from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, make_retry_due

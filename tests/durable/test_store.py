@@ -7,7 +7,7 @@ from django.db import connection
 from django.utils import timezone
 
 from durable import executor, services
-from durable.bench.commits import count_commits
+from durable.tools.bench.commits import count_commits
 from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
 from durable.engine.ledger import OperationStatus as Op

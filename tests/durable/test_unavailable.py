@@ -10,7 +10,7 @@ import re
 import httpx
 import pytest
 
-from durable.processes import WebProcess, free_port
+from durable.tools.processes import WebProcess, free_port
 from durable.unavailable import RETRY_AFTER_SECONDS
 
 

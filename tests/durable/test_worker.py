@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from durable import dispatch, services
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
-from durable.processes import WorkerProcess
+from durable.tools.processes import WorkerProcess
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.workflows import calls_in
 from tests.waiting import status_of, wait_for

@@ -59,5 +59,5 @@ def test_registry_holds_versions_side_by_side_and_starts_the_newest():
 
 
 def test_workflows_are_discovered_from_the_modules_setting():
-    discover(["durable.demo.claims_agent", "tests.durable.workflows"])
+    discover(["durable.tools.demo.claims_agent", "tests.durable.workflows"])
     assert {"claims-agent", "test-counting"} <= set(registry.names())

@@ -104,8 +104,8 @@ slow_call = register(Workflow(
 @slow_call.step(side_effects=["refund", "ticket", "notify"])
 def make_the_call(ctx: Any, state: SlowCallState) -> SlowCallState:
     """One call to a downstream of the kind asked for, or to the planner's model, in a step of its own."""
-    from durable.demo import downstreams
-    from durable.demo.llm import planner_model
+    from durable.tools.demo import downstreams
+    from durable.tools.demo.llm import planner_model
 
     order = state.order_id
     if state.call == "plan":

@@ -5,9 +5,9 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from durable.conf import durable_settings
 from durable.retention import prune
 
 
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=2000, help="runs per transaction")
 
     def handle(self, *args: Any, older_than_days: float | None, batch: int, **_: Any) -> None:
-        days = settings.DURABLE_RETENTION_DAYS if older_than_days is None else older_than_days
+        days = durable_settings.DURABLE_RETENTION_DAYS if older_than_days is None else older_than_days
         if not days or days < 0:
             raise CommandError("say how old a finished run must be: --older-than-days N or DURABLE_RETENTION_DAYS")
         if batch < 1:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from durable.conf import durable_settings
 from durable import sweeper
 
 
@@ -22,4 +22,4 @@ class Command(BaseCommand):
             self.stdout.write(str(sweeper.sweep_all()))
             if not loop:
                 return
-            time.sleep(settings.DURABLE_SWEEP_SECONDS)
+            time.sleep(durable_settings.DURABLE_SWEEP_SECONDS)

@@ -86,9 +86,9 @@ def test_anonymous_visitors_are_sent_to_the_login_page(demo):
     _, request = waiting_claim()
     for url in (inbox_url(), detail_url(request)):
         response = Client().get(url)
-        assert response.status_code == 302 and response["Location"] == f"{reverse('login')}?next={url}"
+        assert response.status_code == 302 and response["Location"] == f"{reverse('durable:login')}?next={url}"
     response = Client().post(decide_url(request), {"verdict": "approve", "snapshot_hash": request.snapshot_hash})
-    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("durable:login"))
     assert nothing_written(request)
 
 

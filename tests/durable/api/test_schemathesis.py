@@ -1,7 +1,7 @@
 """Schemathesis against the OpenAPI schema: no operation answers 5xx, and every answer matches the schema.
 
 The schema is the one drf-spectacular serves at /api/schema/, generated in-process; requests go to the
-real WSGI application (durable.wsgi.application) as a user holding every role permission, with a DRF token.
+real WSGI application (durable.project.wsgi.application) as a user holding every role permission, with a DRF token.
 Each operation gets a bounded, derandomized number of examples, so CI sees the same cases every run.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from durable import wsgi
+from durable.project import wsgi
 from durable.roles import ADMIN
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, user_with_roles

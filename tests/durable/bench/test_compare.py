@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from durable.bench.compare import (
+from durable.tools.bench.compare import (
     DBOS, DURABLE, FLOOR, LANGGRAPH, NOT_INSTALLED, SystemResult, comparison_table, from_intervals, goal_lines,
     median_result, parse_workers_list, percentile, ratio, scaling_table,
 )
-from durable.bench.peers import StepClock, Workload
+from durable.tools.bench.peers import StepClock, Workload
 
 
 def result(system: str, steps_per_second: float) -> SystemResult:
@@ -82,7 +82,7 @@ def test_the_side_effect_adds_one_step_per_workflow():
 
 def test_the_step_clock_measures_between_steps_of_one_workflow_only(monkeypatch):
     ticks = iter([1.0, 1.002, 1.005, 9.0, 9.001])
-    monkeypatch.setattr("durable.bench.peers.time.perf_counter", lambda: next(ticks))
+    monkeypatch.setattr("durable.tools.bench.peers.time.perf_counter", lambda: next(ticks))
     clock = StepClock()
     for workflow in ([1, 2, 3], [1, 2]):
         clock.start_workflow()

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from durable.bench.compare import DBOS, DURABLE_IN_PROCESS, FLOOR, LANGGRAPH, NOT_INSTALLED
+from durable.tools.bench.compare import DBOS, DURABLE_IN_PROCESS, FLOOR, LANGGRAPH, NOT_INSTALLED
 from durable.models import Run
 
 pytestmark = pytest.mark.worker

@@ -1,7 +1,7 @@
 """The benchmark's in-process downstream keeps the promise it declares: one outcome per key."""
 from __future__ import annotations
 
-from durable.bench.downstream import InProcessDownstream
+from durable.tools.bench.downstream import InProcessDownstream
 from durable.checks import check_client_retries, check_crash_settlement, check_error_classification
 
 

@@ -1,9 +1,9 @@
 """Peers run in processes of their own; one that is not installed is a row that says so."""
 from __future__ import annotations
 
-from durable.bench import peers
-from durable.bench.compare import DBOS, NOT_INSTALLED
-from durable.bench.peers import Workload, installed, run_peer
+from durable.tools.bench import peers
+from durable.tools.bench.compare import DBOS, NOT_INSTALLED
+from durable.tools.bench.peers import Workload, installed, run_peer
 
 
 def test_a_peer_without_its_package_is_reported_not_installed_without_starting_anything(monkeypatch):

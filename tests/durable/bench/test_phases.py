@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from durable import services
-from durable.bench.phases import PHASES, time_phases
-from durable.bench.workflows import bench_workflow
+from durable.tools.bench.phases import PHASES, time_phases
+from durable.tools.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
 from durable.models import Run
 

@@ -82,7 +82,7 @@ def test_the_trail_lives_under_audit():
 
 def test_anonymous_visitors_are_sent_to_the_login_page():
     for url in (trail_url(), export_url()):
-        assert Client().get(url)["Location"] == f"{reverse('login')}?next={url}"
+        assert Client().get(url)["Location"] == f"{reverse('durable:login')}?next={url}"
 
 
 def test_without_view_operatoraction_the_trail_is_forbidden():

@@ -24,7 +24,7 @@ def test_anonymous_visitors_are_sent_to_the_login_page():
     for url in (reverse("durable:overview"), runs_url(), detail_url(run)):
         response = Client().get(url)
         assert response.status_code == 302
-        assert response["Location"] == f"{reverse('login')}?next={url}"
+        assert response["Location"] == f"{reverse('durable:login')}?next={url}"
 
 
 def test_a_user_without_view_run_is_forbidden():

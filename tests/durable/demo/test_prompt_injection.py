@@ -25,7 +25,7 @@ def test_an_llm_answer_naming_another_object_is_a_non_retryable_refusal():
 
 
 def test_the_scripted_planner_obeys_the_injection_as_a_real_model_might():
-    from durable.demo.llm import ScriptedModel
+    from durable.tools.demo.llm import ScriptedModel
 
     assert ScriptedModel().plan(ATTACK)["order_id"] == "ORD-1002"
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable.demo import downstreams
-from durable.demo.refund_checks import refund_facts, refund_to_approve, revalidate_refund
+from durable.tools.demo import downstreams
+from durable.tools.demo.refund_checks import refund_facts, refund_to_approve, revalidate_refund
 from durable.workflow import Workflow
 
 NAME = "test-refund-deploy"

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from durable.sandbox import FAULT_MODES, SandboxServer
+from durable.tools.sandbox import FAULT_MODES, SandboxServer
 
 HANG_SECONDS = 1.0
 CLIENT_TIMEOUT = 0.3
@@ -87,12 +87,12 @@ def test_sandbox_modules_use_only_the_standard_library() -> None:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                assert top in sys.stdlib_module_names or name.startswith("durable.sandbox"), (source.name, name)
+                assert top in sys.stdlib_module_names or name.startswith("durable.tools.sandbox"), (source.name, name)
 
 
 def test_command_line_prints_url_and_stops_cleanly_on_sigterm() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "durable.sandbox", "--host", "127.0.0.1", "--port", "0"],
+        [sys.executable, "-m", "durable.tools.sandbox", "--host", "127.0.0.1", "--port", "0"],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
     )
     try:

@@ -4,11 +4,11 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import SideEffect
@@ -67,7 +67,7 @@ def set_status(row, status, *, seconds_ago=0):
 
 
 def started_too_long(row, *, extra_seconds=60):
-    return set_status(row, Op.STARTED, seconds_ago=settings.DURABLE_RECONCILE_AFTER_SECONDS + extra_seconds)
+    return set_status(row, Op.STARTED, seconds_ago=durable_settings.DURABLE_RECONCILE_AFTER_SECONDS + extra_seconds)
 
 
 def succeeded_form(**fields):
@@ -94,10 +94,10 @@ def test_anonymous_visitors_are_sent_to_the_login_page(demo):
     _, row = needs_attention(demo)
     anonymous = Client()
     for url in (list_url(), operation_url(row)):
-        assert anonymous.get(url)["Location"] == f"{reverse('login')}?next={url}"
+        assert anonymous.get(url)["Location"] == f"{reverse('durable:login')}?next={url}"
     for url in (lookup_url(row), resolve_url(row)):
         response = anonymous.post(url, succeeded_form())
-        assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+        assert response.status_code == 302 and response["Location"].startswith(reverse("durable:login"))
     assert SideEffect.objects.get(pk=row.pk).status == Op.UNKNOWN
 
 

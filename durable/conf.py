@@ -1,0 +1,132 @@
+"""durable's settings: every DURABLE_* name the apps read, its default, its meaning and its check, in one place.
+
+A project sets only what it changes, as flat Django settings (`DURABLE_LEASE_SECONDS = 120`);
+the apps read them through `durable_settings`, never through `django.conf.settings` directly:
+
+    from durable.conf import durable_settings
+    durable_settings.DURABLE_LEASE_SECONDS
+
+Like Django REST framework's `api_settings`, with one difference: nothing is cached, so a value
+changed by `override_settings`, pytest-django's `settings` fixture or a plain assignment is seen at
+once (a Django settings read is a dictionary lookup; there is nothing worth caching). The system
+check `durable.E015` names a setting of the wrong type or out of range (durable/checks.py).
+docs/configuration.md is generated from SETTINGS (tests/durable/test_conf.py keeps it in sync).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    default: Any
+    kind: str  # "seconds", "number", "count", "flag", "text", "url", "modules", "path"
+    meaning: str
+    optional: bool = False  # None is allowed (and is the default)
+
+
+SETTINGS: dict[str, Setting] = {
+    # The executor and the sweeper.
+    "DURABLE_LEASE_SECONDS": Setting(60.0, "seconds", "How long a worker's claim on a run lasts without renewal; "
+                                     "another worker may take the run over after it expires."),
+    "DURABLE_TIME_SLICE_SECONDS": Setting(20.0, "seconds", "How long one task runs a run's steps back to back "
+                                          "before it releases the lease and re-enqueues the run."),
+    "DURABLE_SWEEP_SECONDS": Setting(5.0, "seconds", "The period of `manage.py durable_sweep --loop` (the "
+                                     "standalone project's beat schedule uses the same value)."),
+    "DURABLE_PENDING_GRACE_SECONDS": Setting(10.0, "seconds", "How long a ready run may wait for its message "
+                                             "before the sweeper sends another copy (then at growing gaps)."),
+    "DURABLE_RECONCILE_AFTER_SECONDS": Setting(300.0, "seconds", "How long an operation may stay STARTED before "
+                                               "the sweeper's automatic reconciler looks at it."),
+    "DURABLE_RETENTION_DAYS": Setting(0.0, "number", "Finished runs older than this many days lose their "
+                                      "checkpoints (but the last) and journal; 0 keeps everything."),
+    "DURABLE_WORKFLOW_MODULES": Setting([], "modules", "Modules imported at start-up that register workflows "
+                                        "(`@register`); the standalone project lists the demo's."),
+    "DURABLE_QUEUE": Setting(None, "text", "The Celery queue runs are sent to; unset: the Celery app's "
+                             "CELERY_TASK_DEFAULT_QUEUE.", optional=True),
+    "DURABLE_DELIVER_TWICE": Setting(False, "flag", "Send every run message twice, to prove duplicates are "
+                                     "harmless. Drills only."),
+    "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
+                                        "touches only the runs created by this account id; unset in "
+                                        "production, whose sweeper leaves tool runs alone.", optional=True),
+    # The console, the API and the logins.
+    "DURABLE_STUCK_APPROVAL_HOURS": Setting(24.0, "number", "After how many hours the overview and the alert "
+                                            "call a pending approval stuck."),
+    "DURABLE_LOGIN_ATTEMPTS": Setting(5, "count", "Failed logins allowed per address and username within the "
+                                      "window before the login forms answer 429."),
+    "DURABLE_LOGIN_WINDOW_SECONDS": Setting(900, "count", "The window, in seconds, over which failed logins "
+                                            "are counted."),
+    "DURABLE_API_TOKEN_DAYS": Setting(90.0, "number", "How many days a new API token lives, unless it is made "
+                                      "with an expiry of its own."),
+    "DURABLE_BEHIND_TLS_PROXY": Setting(False, "flag", "Trust the proxy's X-Forwarded-For for the caller's "
+                                        "address (set it only behind a proxy that sets it)."),
+    # Observability.
+    "DURABLE_METRICS_TOKEN": Setting("", "text", "The bearer token Prometheus sends to /metrics; empty: only a "
+                                     "logged-in user with durable.view_run may read it."),
+    "DURABLE_METRICS_DIR": Setting(None, "path", "Where every process writes its Prometheus counters; "
+                                   "PROMETHEUS_MULTIPROC_DIR wins when set; unset: a folder in the system's "
+                                   "temporary directory.", optional=True),
+    # Downstreams and the demo workflow.
+    "DURABLE_HTTP_TIMEOUT_SECONDS": Setting(5.0, "seconds", "The timeout of the HTTP clients of the demo's "
+                                            "downstreams and LLM; at most half of DURABLE_LEASE_SECONDS "
+                                            "(durable.E014), so a call fits in one lease should the heartbeat "
+                                            "fail to renew it."),
+    "DURABLE_SANDBOX_URL": Setting("http://127.0.0.1:8765", "url", "Where the demo's sandbox downstreams "
+                                   "answer."),
+    "DURABLE_LLM_BASE_URL": Setting("", "url", "An OpenAI-compatible endpoint for the demo's planner; empty: "
+                                    "its deterministic planner."),
+    "DURABLE_LLM_API_KEY": Setting("", "text", "The API key for DURABLE_LLM_BASE_URL."),
+    "DURABLE_LLM_MODEL": Setting("gpt-4o-mini", "text", "The model the demo's planner asks for."),
+}
+
+DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
+
+
+class DurableSettings:
+    """The one accessor: the project's value when it sets one, else the default."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in SETTINGS:
+            raise AttributeError(f"{name} is not a durable setting (durable.conf.SETTINGS lists them)")
+        return getattr(settings, name, DEFAULTS[name])
+
+
+durable_settings = DurableSettings()
+
+
+def problem(name: str, value: Any) -> str | None:
+    """What is wrong with a value of a setting, in words; None when it is fine."""
+    spec = SETTINGS[name]
+    if value is None:
+        return None if spec.optional else "must be set (it has no empty value)"
+    kind = spec.kind
+    if kind in ("seconds", "number"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number, not {type(value).__name__} {value!r}"
+        if value < 0:
+            return f"must not be negative, not {value!r}"
+    elif kind == "count":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be a whole number, not {type(value).__name__} {value!r}"
+        if value < 1:
+            return f"must be at least 1, not {value!r}"
+    elif kind == "flag":
+        if not isinstance(value, bool):
+            return f"must be True or False, not {type(value).__name__} {value!r}"
+    elif kind in ("text", "url"):
+        if not isinstance(value, str):
+            return f"must be a string, not {type(value).__name__} {value!r}"
+        if kind == "url" and value and not value.startswith(("http://", "https://")):
+            return f"must be an http(s) URL, not {value!r}"
+    elif kind == "modules":
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
+                isinstance(item, str) for item in value):
+            return f"must be a list of module names, not {value!r}"
+    elif kind == "path":
+        from os import PathLike
+
+        if not isinstance(value, (str, PathLike)):
+            return f"must be a path, not {type(value).__name__} {value!r}"
+    return None

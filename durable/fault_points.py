@@ -1,0 +1,35 @@
+"""The side-effect boundary's phase points, where a tool may act as a crash would (the fault drill).
+
+Production code calls `fault_point` at each phase boundary of a side-effecting call; it does
+nothing unless a tool added a hook (durable.tools.faults does, in the tools app's ready()).
+The runtime never imports the tools: they register with it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+AFTER_PREPARE = "after_prepare"
+AFTER_STARTED = "after_started"
+AFTER_DOWNSTREAM = "after_downstream"  # answered, not yet committed: the classic window
+AFTER_COMMIT = "after_commit"  # committed, step not yet checkpointed
+FAULT_POINTS = (AFTER_PREPARE, AFTER_STARTED, AFTER_DOWNSTREAM, AFTER_COMMIT)
+
+Hook = Callable[..., None]  # hook(point, *, operation_id, action)
+_hooks: list[Hook] = []
+
+
+def add_hook(hook: Hook) -> None:
+    """Call `hook` at every fault point from now on (once, however often it is added)."""
+    if hook not in _hooks:
+        _hooks.append(hook)
+
+
+def remove_hook(hook: Hook) -> None:
+    if hook in _hooks:
+        _hooks.remove(hook)
+
+
+def fault_point(point: str, *, operation_id: str, action: str) -> None:
+    """A side-effecting call reached `point` of operation `operation_id` (action `action`)."""
+    for hook in _hooks:
+        hook(point, operation_id=operation_id, action=action)

@@ -1,6 +1,0 @@
-"""Fake downstream services over real HTTP (stdlib only) that count every call and effect, with fault injection."""
-
-from durable.sandbox.server import SandboxServer
-from durable.sandbox.state import FAULT_MODES
-
-__all__ = ["SandboxServer", "FAULT_MODES"]

@@ -1,0 +1,70 @@
+"""The benchmark's workflows: S trivial steps, optionally then one side effect. Workers started by
+durable_bench import this."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from durable.tools.bench.downstream import ACTION, downstream
+from durable.registry import registry
+from durable.workflow import Workflow
+
+
+class Counter(BaseModel):
+    n: int = 0
+
+
+def bump(ctx: Any, state: Counter) -> Counter:
+    state.n += 1
+    return state
+
+
+def charge(ctx: Any, state: Counter) -> Counter:
+    ctx.side_effect(ACTION, business_key=ctx.business_key, downstream=downstream, payload={"amount": state.n})
+    state.n += 1
+    return state
+
+
+def bench_workflow(steps: int, side_effect: bool = False) -> Workflow:
+    """`bench-S`: S steps that each add one; `bench-S-charge` adds a step with one side effect.
+
+    Registered once per process.
+    """
+    name = f"bench-{steps}-charge" if side_effect else f"bench-{steps}"
+    try:
+        return registry.get(name, 1)
+    except LookupError:
+        workflow = Workflow(name=name, version=1, state=Counter, input=Counter)
+        for i in range(steps):
+            workflow.step(bump, name=f"step{i + 1}")
+        if side_effect:
+            workflow.step(charge, name="charge", side_effects=[ACTION])
+        return registry.register(workflow)
+
+
+def _report_worker_stats(stats_dir: str) -> None:
+    """Count this worker's commits and tasks, rewriting its stats file after every task."""
+    from celery.signals import task_postrun
+
+    from durable.tools.bench.commits import CommitCounter
+
+    counter = CommitCounter()
+    counter.install()
+    tasks = {"advance": 0}
+    path = Path(stats_dir) / f"{os.getpid()}.json"
+
+    @task_postrun.connect(weak=False)
+    def _write(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "name", "") == "durable.advance_run":
+            tasks["advance"] += 1
+        path.write_text(json.dumps({"commits": counter.commits, "advance_tasks": tasks["advance"]}))
+
+
+if os.environ.get("DURABLE_BENCH_STEPS"):
+    bench_workflow(int(os.environ["DURABLE_BENCH_STEPS"]), side_effect=bool(os.environ.get("DURABLE_BENCH_SIDE_EFFECT")))
+if os.environ.get("DURABLE_BENCH_STATS_DIR"):
+    _report_worker_stats(os.environ["DURABLE_BENCH_STATS_DIR"])

@@ -1,0 +1,63 @@
+"""The planner's language model: a deterministic scripted model, or an OpenAI-compatible endpoint."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Protocol
+
+from durable.conf import durable_settings
+
+
+ORDER_ID = re.compile(r"\bORD-\d+\b")
+# What a prompt injection looks like to a model that obeys it, as real models too often do.
+INJECTED_ORDER = re.compile(r"SYSTEM:\s*the order is\s+(ORD-\d+)", re.I)
+
+
+class PlannerModel(Protocol):
+    name: str
+
+    def plan(self, message: str) -> dict[str, Any]: ...
+
+
+class ScriptedModel:
+    """Answers like an LLM asked to plan a claim, but always the same way for the same text."""
+
+    name = "scripted"
+
+    def plan(self, message: str) -> dict[str, Any]:
+        # Like an LLM, it follows an instruction it finds in the text: the workflow must not trust its answer.
+        match = INJECTED_ORDER.search(message) or ORDER_ID.search(message)
+        intent = "refund" if re.search(r"refund|money back|charged|broken|damaged", message, re.I) else "question"
+        order_id = match.group(match.lastindex or 0) if match else None
+        return {"intent": intent, "order_id": order_id, "reason": message.strip()[:200]}
+
+
+class OpenAICompatibleModel:
+    """Any OpenAI-compatible chat endpoint. The SDK's own retries are off: durable owns retries."""
+
+    def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float) -> None:
+        from openai import OpenAI
+
+        self.name = model
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=timeout)
+
+    def plan(self, message: str) -> dict[str, Any]:
+        completion = self._client.chat.completions.create(
+            model=self.name,
+            messages=[
+                {"role": "system", "content": 'Plan a customer claim. Answer JSON: {"intent": "refund"|"question", '
+                                              '"order_id": string|null, "reason": string}.'},
+                {"role": "user", "content": message},
+            ],
+        )
+        plan = json.loads(completion.choices[0].message.content or "{}")
+        return {"intent": plan.get("intent"), "order_id": plan.get("order_id"), "reason": plan.get("reason", "")}
+
+
+def planner_model() -> PlannerModel:
+    if durable_settings.DURABLE_LLM_BASE_URL:
+        return OpenAICompatibleModel(
+            base_url=durable_settings.DURABLE_LLM_BASE_URL, api_key=durable_settings.DURABLE_LLM_API_KEY,
+            model=durable_settings.DURABLE_LLM_MODEL, timeout=durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS,
+        )
+    return ScriptedModel()

@@ -1,0 +1,221 @@
+"""Benchmark: R workflows of S trivial steps through W real worker processes; `--compare` measures
+the same workload on the peers and the floor too."""
+from __future__ import annotations
+
+import logging
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from durable.conf import durable_settings
+from durable import dispatch, services
+from durable.tools.bench import compare
+from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
+from durable.tools.bench.measure import BenchResult, measure, step_intervals_ms
+from durable.tools.bench.peers import RUNNERS, Workload, run_peer
+from durable.tools.bench.phases import PhaseReport, time_phases
+from durable.tools.bench.workflows import bench_workflow
+from durable.engine.states import RunStatus
+from durable.tools.processes import WorkerProcess, database_url
+from durable.workflow import Workflow
+from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
+
+HOW_MEASURED = """\
+  steps/s: the workload's steps / wall time from the first workflow started to the last finished
+  (durable: from enqueueing the runs to the last run's finished_at, workers already started; the
+  others: R workflows run one after another in one process of their own).
+  per-step: the time between two consecutive step completions of one workflow, i.e. one step plus
+  its durable write. durable: between consecutive checkpoints' created_at. DBOS: perf_counter after
+  each @DBOS.step returned. LangGraph (durability="sync"): perf_counter as each node starts, once the
+  previous node's checkpoint is written. Floor: perf_counter after each INSERT's autocommit."""
+
+
+class Command(BaseCommand):
+    help = ("Run R workflows of S trivial steps through W Celery worker processes and report throughput; "
+            "--compare runs the same workload on DBOS, LangGraph and a plain INSERT+COMMIT floor.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--runs", type=int, default=200)
+        parser.add_argument("--steps", type=int, default=10)
+        parser.add_argument("--workers", type=int, default=1)
+        parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+        parser.add_argument("--keep", action="store_true", help="keep the benchmark's runs in the database")
+        parser.add_argument("--compare", action="store_true",
+                            help="measure the same workload on the peers (the bench extra) and the floor, on Postgres")
+        parser.add_argument("--workers-list", default="1,2,4", help="with --compare: worker counts to scale over")
+        parser.add_argument("--repeat", type=int, default=1,
+                            help="with --compare: measure each row this many times and report the median")
+        parser.add_argument("--in-process", action="store_true",
+                            help="advance the runs in this process (no broker, no worker) and show where a "
+                                 "run's time goes: the lease claim, the reads, the step writes, the rest")
+        parser.add_argument("--side-effect", action="store_true",
+                            help="with --in-process: one more step per run, with one side effect")
+
+    def handle(self, *args: Any, runs: int, steps: int, workers: int, timeout: float, keep: bool,
+               workers_list: str, repeat: int, **options: Any) -> None:
+        if min(runs, steps, workers, repeat) < 1:
+            raise CommandError("--runs, --steps, --workers and --repeat must be at least 1")
+        comparing = options["compare"]
+        if comparing and options["in_process"]:
+            raise CommandError("--in-process times durable alone; run it without --compare")
+        if options["side_effect"] and not options["in_process"]:
+            raise CommandError("--side-effect goes with --in-process (--compare runs both phases anyway)")
+        if comparing and connection.vendor != "postgresql":
+            raise CommandError(f"durable_bench --compare needs Postgres (this database is {connection.vendor}): "
+                               "the peers keep their state in Postgres, so all of them must run on the same server. "
+                               "Set DATABASE_URL=postgres://... and run it again.")
+        try:
+            counts = compare.parse_workers_list(workers_list) if comparing else [workers]
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        call_command("migrate", verbosity=0, interactive=False)
+        if options["in_process"]:
+            self._phases(runs, steps, options["side_effect"])
+            return
+        # A queue of its own: a running demo worker must not take the benchmark's runs.
+        with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
+            if comparing:
+                self._compare(runs, steps, counts, timeout, repeat)
+            else:
+                self._report(self._bench(runs, steps, counts[0], timeout, keep), counts[0])
+
+    # -- durable alone ------------------------------------------------------------
+
+    def _bench(self, runs: int, steps: int, workers: int, timeout: float, keep: bool,
+               side_effect: bool = False) -> BenchResult:
+        workflow = bench_workflow(steps, side_effect=side_effect)
+        stats_dir = Path(tempfile.mkdtemp(prefix="durable-bench-"))
+        env = {
+            "DURABLE_BENCH_STEPS": str(steps), "DURABLE_BENCH_STATS_DIR": str(stats_dir),
+            "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "",
+            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows"]),
+            "DURABLE_TIME_SLICE_SECONDS": "60",
+        }
+        # Runs of an account of its own, and workers scoped to them, on a queue of its own (durable/scope.py).
+        account = tool_account("bench")
+        env.update(scope_env(account))
+        run_ids = _start_runs(workflow, runs, account)
+        logs = settings.VAR_DIR / "logs"
+        logs.mkdir(exist_ok=True)
+        pool = [WorkerProcess(env=env, name=f"bench{i}", log_path=logs / f"bench-worker-{i}.log") for i in range(workers)]
+        try:
+            for worker in pool:
+                worker.start()
+            started = timezone.now()
+            for run_id in run_ids:
+                dispatch.enqueue(run_id)
+            unfinished = wait_for_runs(run_ids, until={RunStatus.SUCCEEDED}, timeout=timeout)
+            if unfinished:
+                raise CommandError(f"{unfinished} run(s) unfinished after {timeout:.0f}s")
+        finally:
+            for worker in pool:
+                worker.stop()
+            retire(account)
+        result = measure(run_ids, len(workflow.steps), started, stats_dir)
+        if not keep:
+            delete_runs(run_ids)
+            account.delete()  # nothing left that it created
+        return result
+
+    def _phases(self, runs: int, steps: int, side_effect: bool) -> None:
+        workflow = bench_workflow(steps, side_effect=side_effect)
+        report, _ = _advance_in_process(workflow, runs)
+        with_effect = " (one of them with a side effect)" if side_effect else ""
+        self.stdout.write(f"durable_bench --in-process: {runs} runs x {len(workflow.steps)} steps{with_effect} "
+                          f"advanced one after another in this process, database {connection.vendor}")
+        self._lines(report.lines())
+
+    def _report(self, r: BenchResult, workers: int) -> None:
+        broker = settings.CELERY_BROKER_URL.split("://")[0]
+        self.stdout.write(f"durable_bench: {r.runs} runs x {r.steps // r.runs} steps, {workers} worker(s), "
+                          f"database {connection.vendor}, broker {broker}")
+        self.stdout.write(f"  wall time            {r.seconds:.2f} s")
+        self.stdout.write(f"  workflows/s          {r.workflows_per_second:.1f}")
+        self.stdout.write(f"  steps/s              {r.steps_per_second:.1f}")
+        self.stdout.write(f"  per-step p50 / p99   {r.step_p50_ms:.2f} ms / {r.step_p99_ms:.2f} ms")
+        self.stdout.write(f"  SQL commits          {r.commits} = {r.commits_per_step:.2f} per step "
+                          f"(incl. one lease claim per task)")
+        self.stdout.write(f"  advance tasks        {r.advance_tasks} = {r.advance_tasks / r.runs:.2f} per run "
+                          f"(broker messages per step: {r.advance_tasks / r.steps:.3f})")
+
+    # -- durable beside its peers ---------------------------------------------------
+
+    def _compare(self, runs: int, steps: int, counts: list[int], timeout: float, repeat: int) -> None:
+        broker = settings.CELERY_BROKER_URL.split("://")[0]
+        self.stdout.write(f"durable_bench --compare: {runs} workflows x {steps} steps, Postgres "
+                          f"{connection.settings_dict['HOST'] or 'localhost'}/{connection.settings_dict['NAME']}, "
+                          f"broker {broker}, median of {repeat} run(s) per row")
+        self.stdout.write(HOW_MEASURED)
+        scaling: dict[int, SystemResult] = {}
+        for side_effect in (False, True):
+            workload = Workload(runs, steps, side_effect, database_url())
+            rows = [self._durable(workload, 1, timeout, repeat),
+                    self._median(lambda w=workload: self._in_process(w), repeat)]
+            if not side_effect:
+                scaling[1] = rows[0]
+            rows += [self._median(lambda s=system: run_peer(s, workload, timeout=timeout), repeat) for system in RUNNERS]
+            title = (f"(b) {steps} trivial steps + 1 side effect (in-process downstream, idempotency key) per workflow"
+                     if side_effect else f"(a) {steps} trivial steps per workflow")
+            self.stdout.write(f"\n{title}; durable with 1 worker process")
+            self._lines(compare.comparison_table(rows) + ["  goals:"] + compare.goal_lines(rows))
+        for workers in counts:
+            if workers not in scaling:
+                scaling[workers] = self._durable(Workload(runs, steps, False, ""), workers, timeout, repeat)
+        self.stdout.write(f"\nscaling: durable, {steps} trivial steps per workflow, worker processes on "
+                          "this machine")
+        self._lines(compare.scaling_table({w: scaling[w] for w in counts}))
+
+    def _durable(self, workload: Workload, workers: int, timeout: float, repeat: int) -> SystemResult:
+        def once() -> SystemResult:
+            r = self._bench(workload.runs, workload.steps, workers, timeout, keep=False,
+                            side_effect=workload.side_effect)
+            return SystemResult(DURABLE, r.steps, r.seconds, r.step_p50_ms, r.step_p99_ms)
+
+        return self._median(once, repeat)
+
+    @staticmethod
+    def _in_process(workload: Workload) -> SystemResult:
+        """durable's engine as the peers run: workflows one after another in this process, no broker."""
+        workflow = bench_workflow(workload.steps, side_effect=workload.side_effect)
+        report, intervals = _advance_in_process(workflow, workload.runs)
+        return compare.from_intervals(DURABLE_IN_PROCESS, steps=report.steps, seconds=report.seconds,
+                                      intervals_ms=intervals)
+
+    @staticmethod
+    def _median(measure_once: Callable[[], SystemResult], repeat: int) -> SystemResult:
+        return compare.median_result([measure_once() for _ in range(repeat)])
+
+    def _lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.stdout.write(line)
+
+
+def _start_runs(workflow: Workflow, count: int, account: User | None = None) -> list[UUID]:
+    return [services.start_run(workflow=workflow.name, input={}, business_key=f"bench-{i}", enqueue=False,
+                               user=account)[0].id for i in range(count)]
+
+
+def _advance_in_process(workflow: Workflow, runs: int) -> tuple[PhaseReport, list[float]]:
+    """Advance `runs` runs in this process, after a few untimed ones (connections, caches, lazy
+    imports); the phases and the per-step intervals, and no runs left behind."""
+    warmup = min(20, runs)
+    run_ids = _start_runs(workflow, warmup + runs)
+    logging.disable(logging.INFO)  # a line per side effect on this console; a worker writes them to its log file
+    try:
+        time_phases(run_ids[:warmup], len(workflow.steps))
+        timed = run_ids[warmup:]
+        return time_phases(timed, len(workflow.steps)), step_intervals_ms(timed)
+    finally:
+        logging.disable(logging.NOTSET)
+        delete_runs(run_ids)

@@ -1,0 +1,176 @@
+"""Starting and stopping real worker processes: for the demo launcher, the benchmark and tests."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from durable.conf import durable_settings
+
+
+def database_url() -> str:
+    """The URL of the database this process uses now (the test database inside tests)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def child_environment(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment for a child: the same database, broker, queue and sandbox."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "DURABLE_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "DURABLE_VAR_DIR": str(settings.VAR_DIR),
+        "DURABLE_SANDBOX_URL": durable_settings.DURABLE_SANDBOX_URL,
+        "DURABLE_WORKFLOW_MODULES": ",".join(durable_settings.DURABLE_WORKFLOW_MODULES),
+        "SECRET_KEY": settings.SECRET_KEY,
+        **extra,
+    }
+
+
+class ChildProcess:
+    """A process this one started: stopped politely, or killed as a crash would."""
+
+    process: subprocess.Popen[bytes] | None = None
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no ack, no lease release. A crash."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class WorkerProcess(ChildProcess):
+    """One `celery worker` process consuming durable's queue, with the solo pool by default.
+
+    With the solo pool the process that takes a task runs it, so killing it kills the run
+    mid-step: what a crash or an OOM kill does in production. The fault drill asks for the
+    prefork pool instead: a pool child that crashes is replaced by the master in milliseconds,
+    where a dead solo worker would need a whole restart.
+    """
+
+    def __init__(self, *, env: dict[str, str] | None = None, beat: bool = False, log_path: Path | None = None,
+                 name: str = "worker", pool: str = "solo", concurrency: int = 1) -> None:
+        self.env = env or {}
+        self.beat = beat
+        self.name = name
+        self.pool = pool
+        self.concurrency = concurrency
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self._ready = Path(tempfile.mkdtemp(prefix="durable-worker-")) / "ready"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "durable.project", "worker", f"--pool={self.pool}", "--loglevel=WARNING",
+            "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-n", f"{self.name}-{os.getpid()}-{id(self)}@%h",
+        ]
+        if self.pool != "solo":  # the solo pool has no children to count
+            cmd.append(f"--concurrency={self.concurrency}")
+        if self.beat:
+            cmd += ["--beat", "--schedule", str(settings.VAR_DIR / f"celerybeat-{self.name}")]
+        return cmd
+
+    def child_env(self) -> dict[str, str]:
+        return child_environment({"DURABLE_WORKER_READY_FILE": str(self._ready), **self.env})
+
+    def start(self, timeout: float = 60.0) -> WorkerProcess:
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            self.command(), env=self.child_env(), cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
+        )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._ready.exists():
+            if self.process is None or self.process.poll() is not None:
+                raise RuntimeError(f"celery worker exited before it was ready (see {self.log_path or 'its output'})")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"celery worker not ready after {timeout:.0f}s; is the broker "
+                                   f"{settings.CELERY_BROKER_URL.split('@')[-1]} reachable?")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+
+    def __enter__(self) -> WorkerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+class WebProcess(ChildProcess):
+    """One gunicorn process serving durable on a port of its own: a web machine in miniature."""
+
+    def __init__(self, *, env: dict[str, str] | None = None, log_path: Path | None = None, workers: int = 1,
+                 host: str = "127.0.0.1") -> None:
+        self.env = env or {}
+        self.log_path = log_path
+        self.workers = workers
+        self.host = host
+        self.port = free_port(host)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "gunicorn", "durable.project.wsgi", "-c", str(settings.BASE_DIR / "gunicorn.conf.py"),
+                "--bind", f"{self.host}:{self.port}", "--workers", str(self.workers), "--log-level", "warning"]
+
+    def start(self, timeout: float = 60.0) -> WebProcess:
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        env = child_environment({"ALLOWED_HOSTS": self.host, "DURABLE_HTTPS": "false", **self.env})
+        self.process = subprocess.Popen(self.command(), env=env, cwd=settings.BASE_DIR, stdout=output,
+                                        stderr=subprocess.STDOUT)
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is None or self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited before it answered (see {self.log_path or 'its output'})")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"gunicorn not answering on {self.url} after {timeout:.0f}s") from None
+                time.sleep(0.1)

@@ -1,7 +1,0 @@
-"""WSGI entry point for web processes."""
-import os
-
-from django.core.wsgi import get_wsgi_application
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.settings")
-application = get_wsgi_application()

@@ -1,0 +1,136 @@
+"""Which way imports go: production code never imports the tools, and no two modules import each other."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+from durable.tools.checks import check_fault_injection
+
+ROOT = Path(settings.BASE_DIR)
+APPS = ("durable", "approvals", "reconciliation")
+NOT_PRODUCTION = ("durable.tools", "durable.project")
+
+IMPORT_EVERY_PRODUCTION_MODULE = """
+import importlib, json, pkgutil, sys
+import django
+django.setup()
+
+def walk(package):
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if info.name.startswith(%(skip)r):
+            continue
+        module = importlib.import_module(info.name)
+        yield info.name
+        if info.ispkg:
+            yield from walk(module)
+
+imported = [name for app in %(apps)r for name in walk(importlib.import_module(app))]
+print(json.dumps({"imported": len(imported), "tools": sorted(m for m in sys.modules if m.startswith("durable.tools"))}))
+"""
+
+
+def test_production_code_never_imports_the_tools():
+    # A host project's process: the three apps installed, the tools app not.
+    code = IMPORT_EVERY_PRODUCTION_MODULE % {"skip": NOT_PRODUCTION, "apps": APPS}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.host_settings"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["imported"] > 80 and report["tools"] == []
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the apps and the modules of the apps it imports (anywhere in it, functions included)."""
+    files = {}
+    for app in APPS:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1], *filter(None, [base])])
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            else:
+                continue
+            for target in targets:
+                # `from durable import dispatch` names the module durable.dispatch, not the package's __init__
+                if target in files and target != name and not (target in APPS and f"{target}." in " ".join(targets)):
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other_even_through_others():
+    graph = module_graph()
+    assert "durable.services" in graph["approvals.services"]  # the graph sees imports
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_production_modules_import_no_tool():
+    graph = module_graph()
+    offenders = {name: sorted(t for t in targets if t.startswith("durable.tools"))
+                 for name, targets in graph.items() if not name.startswith(NOT_PRODUCTION)}
+    assert {name: t for name, t in offenders.items() if t} == {}
+
+
+def test_fault_injection_is_refused_without_debug():
+    [error] = check_fault_injection(debug=False, points={"after_started"})
+    assert error.id == "durable_tools.E001" and "DURABLE_FAULT_POINTS=after_started" in error.msg
+    assert check_fault_injection(debug=True, points={"after_started"}) == []
+    assert check_fault_injection(debug=False, points=set()) == []
+
+
+def test_a_process_with_fault_injection_armed_and_debug_off_fails_its_checks():
+    env = {**os.environ, "DURABLE_FAULT_POINTS": "after_started", "DJANGO_DEBUG": "false"}
+    out = subprocess.run([sys.executable, "manage.py", "check"], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0 and "durable_tools.E001" in out.stderr
