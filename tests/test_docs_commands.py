@@ -1,0 +1,64 @@
+"""Every `manage.py` command line the README and docs/ show is one this project has, with options it takes.
+
+What each command does is tested beside its code (tests/durable/test_commands.py, test_drill.py,
+test_deploy_gate.py, test_tokens_command.py, ...); this keeps the pages true to those commands: a
+renamed command or option fails here, not in a reader's terminal.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import get_commands, load_command_class
+
+PAGES = [Path(settings.BASE_DIR) / "README.md", *sorted((Path(settings.BASE_DIR) / "docs").glob("*.md"))]
+FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
+SPAN = re.compile(r"`([^`\n]+)`")
+COMMAND = re.compile(r"manage\.py\s+(.+)")
+# What a page writes where the reader fills in a value: N, R, <token>, ...
+PLACEHOLDER = re.compile(r"^(?:[A-Z]|<[^>]+>|\.\.\.|[A-Z]+_[A-Z_]+)$")
+
+
+def shown_command_lines() -> list[tuple[str, str]]:
+    """(page, the command line after `manage.py`) for every command a page shows in code."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        blocks = [line for block in FENCE.findall(text) for line in block.splitlines()]
+        comments = [span for line in blocks if line.lstrip().startswith("#") for span in SPAN.findall(line)]
+        spans = SPAN.findall(FENCE.sub("", text))
+        code = [line for line in blocks if not line.lstrip().startswith("#")]
+        for line in code + comments + spans:
+            match = COMMAND.search(line.split(" # ")[0].split("  #")[0])
+            if match and not match.group(1).startswith("..."):  # "manage.py ...": any command
+                found.append((page.name, match.group(1).strip().rstrip("\\").strip()))
+    return found
+
+
+def arguments(line: str) -> tuple[str, list[str]]:
+    """The command's name and its arguments, with optional parts taken and placeholders given a value."""
+    words = shlex.split(line.replace("[", " ").replace("]", " ").replace("|", " "))
+    name, rest = words[0], words[1:]
+    return name, ["1" if PLACEHOLDER.match(word) else word for word in rest]
+
+
+LINES = shown_command_lines()
+
+
+def test_the_pages_show_commands_at_all():
+    assert len(LINES) > 20, LINES
+
+
+@pytest.mark.parametrize("page,line", LINES, ids=[f"{page}: {line[:60]}" for page, line in LINES])
+def test_each_command_line_shown_names_a_command_and_options_it_takes(page, line):
+    name, args = arguments(line)
+    commands = get_commands()
+    assert name in commands, f"{page} shows `manage.py {name}`, which no installed app provides"
+    parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+    try:
+        parser.parse_args(args)
+    except SystemExit:
+        pytest.fail(f"{page} shows `manage.py {line}`, which `{name}` does not take ({args})")
