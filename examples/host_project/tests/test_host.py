@@ -147,3 +147,11 @@ def test_a_notice_whose_answer_was_lost_is_settled_in_the_console_and_the_run_go
     run = wait_until(status_is(run_id, "SUCCEEDED"), "the run to go on after the resolution")
     assert run.output["notice_id"] == sent["notice_id"]
     assert len(service.state.notices) == 1  # settled by a person, never sent again
+
+
+def test_the_hosts_celery_app_finds_durables_tasks_and_its_beat_schedule_names_them():
+    from host.celery import app
+
+    app.loader.import_default_modules()  # what a worker does at start: autodiscover_tasks() runs here
+    assert {"durable.advance_run", "durable.sweep"} <= set(app.tasks)
+    assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} <= set(app.tasks)
