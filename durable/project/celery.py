@@ -7,22 +7,16 @@ import logging.config
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, task_postrun, task_prerun, worker_ready
+from celery.signals import setup_logging, worker_ready
+
+from durable.worker import configure
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.project.settings")
 
 app = Celery("durable")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-
-
-@app.on_after_configure.connect
-def _make_broker_folders(sender: Celery, **_: object) -> None:
-    # kombu's filesystem transport expects its folders to exist.
-    for key in ("data_folder_in", "control_folder"):
-        folder = sender.conf.broker_transport_options.get(key)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
+configure(app)  # broker folders, and database connections kept between tasks (durable/worker.py)
 
 
 @worker_ready.connect
@@ -44,13 +38,3 @@ def _use_django_logging(loglevel: int | str | None = None, **_: object) -> None:
     logging.config.dictConfig(settings.LOGGING)
     if loglevel:  # `celery worker --loglevel` still sets how chatty Celery itself is
         logging.getLogger("celery").setLevel(loglevel)
-
-
-@task_prerun.connect
-@task_postrun.connect
-def _close_old_database_connections(**_: object) -> None:
-    # What Django does at each request's start and end: drop a connection that is broken or
-    # older than CONN_MAX_AGE, keep the others (CELERY_DB_REUSE_MAX stops Celery closing them all).
-    from django.db import close_old_connections
-
-    close_old_connections()

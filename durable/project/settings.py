@@ -11,7 +11,10 @@ import dj_database_url
 from durable.conf import DEFAULTS, SETTINGS, Setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent  # the checkout: durable/project/settings.py
-VAR_DIR = Path(os.environ.get("DURABLE_VAR_DIR", BASE_DIR / "var"))
+# Run from a checkout, var/ beside manage.py; installed (site-packages is no place for a database), var/
+# under the working directory. DURABLE_VAR_DIR chooses it anywhere.
+VAR_DIR = Path(os.environ.get("DURABLE_VAR_DIR") or
+               (BASE_DIR / "var" if (BASE_DIR / "manage.py").is_file() else Path.cwd() / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default keeps its SQLite file and broker here
 
 # Prometheus multiprocess mode: every process of this machine (web and workers) writes its

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 from django.conf import settings
+from django.core.management import call_command
 
-from durable import metrics
+from durable import alert_rules, metrics
 from durable.exposition import DatabaseGauges
 
-RULES_DIR = Path(settings.BASE_DIR) / "deploy" / "prometheus"
-RULES = RULES_DIR / "durable-alerts.yml"
-RULE_TESTS = RULES_DIR / "durable-alerts.test.yml"
+RULES_DIR = Path(str(alert_rules.RULES_DIR))
+RULES = Path(str(alert_rules.RULES))
+RULE_TESTS = Path(str(alert_rules.RULE_TESTS))
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
@@ -57,3 +58,19 @@ def test_every_alert_reads_a_metric_that_durable_exports():
         used = set(re.findall(r"\b([a-z_]+_(?:total|seconds|operations))\b", expr))
         assert used and used <= counted | gauged, (alert, used - counted - gauged)
         assert alert in every_test_alert, f"{alert} has no promtool unit test"
+
+
+def test_deploy_prometheus_is_the_packaged_rules():
+    # deploy/prometheus/ is a link to the rules the wheel carries, so the two can never differ.
+    deploy = Path(settings.BASE_DIR) / "deploy" / "prometheus"
+    assert deploy.resolve() == RULES_DIR.resolve()
+
+
+def test_the_alert_rules_command_writes_the_rules_and_their_tests(tmp_path, capsys):
+    call_command("durable_alert_rules")
+    assert capsys.readouterr().out == RULES.read_text()
+    call_command("durable_alert_rules", "--out", str(tmp_path))
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        RULES.name: RULES.read_text(), RULE_TESTS.name: RULE_TESTS.read_text()}
+    tested = promtool("test", "rules", str(tmp_path / RULE_TESTS.name))
+    assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -36,7 +36,11 @@ class OpenAICompatibleModel:
     """Any OpenAI-compatible chat endpoint. The SDK's own retries are off: durable owns retries."""
 
     def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float) -> None:
-        from openai import OpenAI
+        try:
+            from openai import OpenAI
+        except ImportError:  # an optional part: production installs leave it out
+            raise RuntimeError("DURABLE_LLM_BASE_URL is set but the demo's LLM client is not installed: "
+                               "pip install 'durable[demo]'") from None
 
         self.name = model
         self._client = OpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=timeout)

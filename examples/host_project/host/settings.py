@@ -1,0 +1,117 @@
+"""The example host project's settings: a shop's own Django project that adds durable's three apps.
+
+Everything durable needs is here and nothing of durable's standalone project (durable.project) is
+imported: a host configures its own database, users, Celery app and static files, and sets only
+the DURABLE_* settings it changes (docs/configuration.md has every one and its default).
+"""
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("HOST_VAR_DIR") or BASE_DIR / "var")  # SQLite file, filesystem broker, static
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# The shop's own rule: no secret key, no start. Nothing falls back to a default one.
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("Set SECRET_KEY in the environment (the shop never runs on a default key).")
+DEBUG = os.environ.get("SHOP_DEBUG", "") == "1"
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
+
+INSTALLED_APPS = [
+    "shop",  # first: its AUTH_USER_MODEL and migrations; durable's migrations depend on the swappable user
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",  # the API's schema at /ops/api/schema/
+    "django_htmx",
+    "durable",
+    "approvals",
+    "reconciliation",
+    # Never "durable.tools": the demo, drill and benchmark belong to durable's own project, not a host's.
+]
+AUTH_USER_MODEL = "shop.User"
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # serves collectstatic's files, durable's among them
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "durable.role_audit.ActorMiddleware",  # names who granted or removed a role in durable's audit trail
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # the console's views answer htmx requests with fragments
+]
+
+ROOT_URLCONF = "host.urls"
+WSGI_APPLICATION = "host.wsgi.application"
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "DIRS": [BASE_DIR / "host" / "templates"],  # before the apps': its durable/base.html wins
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+        "approvals.context_processors.pending_approvals",  # the console's approvals badge
+    ]},
+}]
+
+DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'shop.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web and worker processes share the file: wait for locks, take the write lock at BEGIN.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # a file a worker can open too
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"  # python manage.py collectstatic
+STATIC_ROOT.mkdir(exist_ok=True)
+
+LOGIN_URL = "durable:login"  # the console's login (a host may keep its own instead)
+LOGIN_REDIRECT_URL = "durable:overview"
+
+REST_FRAMEWORK = {
+    # durable's API tokens (hashed, expiring, revocable: manage.py durable_tokens, /ops/tokens/).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["durable.api.authentication.ApiTokenAuthentication",
+                                       "rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "durable.api.schema.AutoSchema",
+}
+
+# The shop's Celery app (host/celery.py) reads these. Its own queue; CELERY_BROKER_URL from the environment.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "processed_folder": str(BROKER_DIR),
+     "control_folder": str(BROKER_DIR / "control")}
+    if CELERY_BROKER_URL.startswith("filesystem") else {})
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("SHOP_QUEUE", "shop")  # durable sends runs here (DURABLE_QUEUE unset)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_DB_REUSE_MAX = 1000  # keep a worker's connection between runs (durable.worker.configure closes stale ones)
+CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-run leaves the message for another
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {  # `celery -A host beat`: durable's sweeper re-sends lost and due runs
+    "durable-sweep": {"task": "durable.sweep", "schedule": 5.0},
+}
+
+# durable: only what the shop changes from the defaults in durable/conf.py.
+DURABLE_WORKFLOW_MODULES = ["shop.workflows"]
+DURABLE_STUCK_APPROVAL_HOURS = 8.0  # the shop answers refunds within a working day
+
+# The shop's own downstream (the orders, refunds and notices service its workflow calls).
+SHOP_DOWNSTREAM_URL = os.environ.get("SHOP_DOWNSTREAM_URL", "http://127.0.0.1:8900")
+SHOP_DOWNSTREAM_TIMEOUT_SECONDS = 2.0
