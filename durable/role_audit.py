@@ -18,7 +18,7 @@ from django.db.models import Model
 from django.db.models.signals import m2m_changed
 from django.http import HttpRequest, HttpResponse
 
-from durable.models import OperatorAction
+from durable.services import audit
 
 # The audit trail's actions for role changes, beside the actions on runs and operations.
 ROLE_ACTIONS = tuple(f"{verb}_{kind}" for verb in ("grant", "remove") for kind in ("role", "permission", "role_permission"))
@@ -47,21 +47,15 @@ def _source(request: HttpRequest | None) -> str:
     return "admin" if "/admin/" in f"{path}/" else "api" if "/api/" in path else "console"
 
 
-def _actor(request: HttpRequest | None) -> Any:
-    user = getattr(request, "user", None)
-    return user if user is not None and user.is_authenticated else None
-
-
 def _permission_name(permission: Permission) -> str:
     return f"{permission.content_type.app_label}.{permission.codename}"
 
 
 def _record(action: str, detail: dict[str, str]) -> None:
     request = _request.get()
-    actor = _actor(request)
-    OperatorAction.objects.create(
-        actor=actor, actor_username=actor.get_username() if actor else "",
-        actor_user_id=str(actor.pk) if actor else "", action=action, source=_source(request), detail=detail)
+    # services.audit keeps the actor's name as it was, or none for an anonymous caller or a shell.
+    audit(user=getattr(request, "user", None), action=action, run=None, source=_source(request),
+          status_before="", status_after="", detail=detail)
 
 
 def _pairs(instance: Model, reverse: bool, model: type[Model], pks: Iterable[Any]) -> list[tuple[Model, Model]]:
