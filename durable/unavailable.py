@@ -1,4 +1,4 @@
-"""While the database is away: 503 with Retry-After, in JSON under /api/ and as a plain page elsewhere."""
+"""While the database is away: 503 with Retry-After, in JSON under the API and as a plain page elsewhere."""
 from __future__ import annotations
 
 import logging
@@ -11,6 +11,8 @@ from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers
 from django.views.defaults import server_error as django_server_error
 
+from durable.api.errors import is_api
+
 log = logging.getLogger("durable.web")
 
 # Connection refused or lost, a failover, a lock or statement timeout: all pass, so the client is told when to retry.
@@ -20,7 +22,7 @@ RETRY_AFTER_SECONDS = 30
 
 def database_unavailable(request: HttpRequest) -> HttpResponse:
     """The answer while the database is away. Nothing in it reads the session, the user or the database."""
-    if request.path.startswith("/api/"):
+    if is_api(request):  # under whatever prefix the project mounts durable.urls
         response: HttpResponse = JsonResponse(
             {"detail": f"The database is unavailable. Try again in {RETRY_AFTER_SECONDS} seconds.",
              "code": "database_unavailable"}, status=503)
