@@ -16,7 +16,7 @@ from django.utils import timezone
 from durable.conf import durable_settings
 from durable.engine.tokens import new_token, token_hash, token_matches, token_prefix
 from durable.models import ApiToken
-from durable.services import Conflict, Forbidden, InvalidInput, audit
+from durable.services import Conflict, Forbidden, InvalidInput, acting_user, audit
 
 MANAGE = "durable.manage_apitoken"
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is written at most this often per token
@@ -59,8 +59,8 @@ def create_token(*, user: AbstractBaseUser, name: str, expires_at: datetime | No
     token = new_token()
     with transaction.atomic():
         row = ApiToken.objects.create(user=user, name=name, prefix=token_prefix(token), secret_hash=token_hash(token),
-                                      created_at=now, created_by=_actor(by), expires_at=expires_at)
-        audit(user=_actor(by), action="create_api_token", run=None, source=source, status_before="",
+                                      created_at=now, created_by=acting_user(by), expires_at=expires_at)
+        audit(user=by, action="create_api_token", run=None, source=source, status_before="",
               status_after="active", detail=_described(row))
     return row, token
 
@@ -75,10 +75,10 @@ def revoke_token(*, token_id: int, by: Actor = None, source: str, reason: str = 
     now = timezone.now()
     with transaction.atomic():
         if not ApiToken.objects.filter(id=row.id, revoked_at__isnull=True).update(revoked_at=now,
-                                                                                 revoked_by=_actor(by)):
+                                                                                 revoked_by=acting_user(by)):
             raise Conflict(f"API token {row.prefix}… was already revoked", current="revoked")
         row.refresh_from_db()
-        audit(user=_actor(by), action="revoke_api_token", run=None, source=source, status_before="active",
+        audit(user=by, action="revoke_api_token", run=None, source=source, status_before="active",
               status_after="revoked", reason=reason, detail=_described(row))
     return row
 
@@ -118,10 +118,6 @@ def _note_use(row: ApiToken, now: datetime) -> None:
     stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_EVERY)
     ApiToken.objects.filter(stale, id=row.id).update(last_used_at=now)
     row.last_used_at = now
-
-
-def _actor(by: Actor) -> AbstractBaseUser | None:
-    return by if by is not None and by.is_authenticated else None
 
 
 def _described(row: ApiToken) -> dict[str, str]:
