@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -253,10 +253,13 @@ class Cancellation:
             parts.append(f"Stopped: {'; '.join(self.stopped)}.")
         return " ".join(parts)
 
-    def as_json(self) -> dict[str, Any]:
+    def findings(self) -> dict[str, Any]:
+        """What the audit row of the cancel records."""
         return {"already_happened": [asdict(e) for e in self.happened],
-                "may_have_happened": [asdict(e) for e in self.may_have_happened],
-                "stopped": list(self.stopped), "summary": self.summary()}
+                "may_have_happened": [asdict(e) for e in self.may_have_happened], "stopped": list(self.stopped)}
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.findings(), "summary": self.summary()}
 
 
 def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Cancellation:
@@ -264,11 +267,11 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
 
     A worker holding it loses its lease at its next write; a downstream call it has in flight is not recalled.
     """
-    found: dict[str, Any] = {}
+    found: list[Cancellation] = []
 
     def stop(run: Run) -> dict[str, Any]:
-        found.update(_what_the_cancel_finds(run))
-        return found
+        found.append(_what_the_cancel_finds(run))
+        return found[0].findings()
 
     run = _transition(
         run_id, target=RunStatus.CANCELLED, allowed=frozenset(RunStatus) - TERMINAL, action="cancel", user=user,
@@ -277,14 +280,13 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
                 "finished_at": timezone.now(), "next_attempt_at": None},
         then=stop,
     )
-    return Cancellation(run, tuple(SideEffectDone(**e) for e in found["already_happened"]),
-                        tuple(SideEffectDone(**e) for e in found["may_have_happened"]), tuple(found["stopped"]))
+    return replace(found[0], run=run)  # the run as the cancel left it
 
 
 MAY_HAVE_HAPPENED = (OperationStatus.STARTED, OperationStatus.UNKNOWN)
 
 
-def _what_the_cancel_finds(run: Run) -> dict[str, Any]:
+def _what_the_cancel_finds(run: Run) -> Cancellation:
     """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before)."""
     ledger = [SideEffectDone(action=row.action_name, operation_id=row.operation_id, status=row.status,
                              external_ref=row.external_ref or "")
@@ -299,9 +301,8 @@ def _what_the_cancel_finds(run: Run) -> dict[str, Any]:
     # the core imports none of them.
     for _, what_it_stopped in run_cancelled.send(sender=Run, run=run):
         stopped.extend(what_it_stopped or ())
-    return {"already_happened": [asdict(e) for e in ledger if e.status == OperationStatus.SUCCEEDED],
-            "may_have_happened": [asdict(e) for e in ledger if e.status in MAY_HAVE_HAPPENED],
-            "stopped": stopped}
+    return Cancellation(run, tuple(e for e in ledger if e.status == OperationStatus.SUCCEEDED),
+                        tuple(e for e in ledger if e.status in MAY_HAVE_HAPPENED), tuple(stopped))
 
 
 def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
