@@ -43,8 +43,9 @@ class ActorMiddleware:
 def _source(request: HttpRequest | None) -> str:
     if request is None:
         return "command"
-    path = request.path_info
-    return "admin" if "/admin/" in f"{path}/" else "api" if "/api/" in path else "console"
+    # By the URL namespace the request resolved to, wherever the project mounts the admin and durable.urls.
+    namespaces = request.resolver_match.namespaces if request.resolver_match else []
+    return "admin" if "admin" in namespaces else "api" if "api" in namespaces else "console"
 
 
 def _permission_name(permission: Permission) -> str:
