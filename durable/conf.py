@@ -60,6 +60,8 @@ SETTINGS: dict[str, Setting] = {
                                             "are counted."),
     "DURABLE_API_TOKEN_DAYS": Setting(90.0, "number", "How many days a new API token lives, unless it is made "
                                       "with an expiry of its own."),
+    "DURABLE_BULK_LIMIT": Setting(500, "count", "The most runs one bulk cancel or retry acts on (the console's "
+                                  "and `POST /api/runs/bulk/`); a larger selection is refused with a 400 saying so."),
     "DURABLE_BEHIND_TLS_PROXY": Setting(False, "flag", "Trust the proxy's X-Forwarded-For for the caller's "
                                         "address (set it only behind a proxy that sets it)."),
     # Observability.

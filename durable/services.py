@@ -182,14 +182,30 @@ def _run_for_key(key: str, fingerprint: str) -> Run | None:
     return existing
 
 
+CANCELLABLE = frozenset(RunStatus) - TERMINAL  # a cancel applies to any run that has not ended
+RETRYABLE = frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED})
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One of many runs an operator acted on at once: the bulk id links their audit rows, and `expected` is the
+    status the operator confirmed the run in (a run that changed since is left alone, never forced)."""
+
+    bulk_id: str
+    expected: str | None = None
+
+
 def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
                 user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any],
-                then: Callable[[Run], dict[str, Any] | None] | None = None) -> Run:
+                then: Callable[[Run], dict[str, Any] | None] | None = None, batch: Batch | None = None) -> Run:
     """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
     run = Run.objects.filter(id=run_id).first()
     if run is None:
         raise Run.DoesNotExist(f"no run {run_id}")
     before = run.status
+    if batch is not None and batch.expected is not None and before != batch.expected:
+        raise Conflict(f"the run changed from {batch.expected} to {before} since you confirmed; nothing was done",
+                       current=before)
     if RunStatus(before) not in allowed:
         raise Conflict(f"cannot {action} a run that is {before}", current=before)
     with transaction.atomic():
@@ -206,6 +222,8 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
             raise Conflict(f"the run changed to {current} meanwhile; nothing was done", current=current)
         # What `then` finds (say, what a cancel stopped) goes into the audit row, read in the same transaction.
         detail = then(run) if then is not None else None
+        if batch is not None:
+            detail = {**(detail or {}), "bulk_id": batch.bulk_id}
         audit(user=user, action=action, run=run, source=source, status_before=before, status_after=target,
               reason=reason, detail=detail)
         if target == RunStatus.PENDING:
@@ -262,7 +280,8 @@ class Cancellation:
         return {**self.findings(), "summary": self.summary()}
 
 
-def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Cancellation:
+def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "",
+               batch: Batch | None = None) -> Cancellation:
     """Cancel a run that has not ended, saying what had already happened and what the cancel stopped.
 
     A worker holding it loses its lease at its next write; a downstream call it has in flight is not recalled.
@@ -274,8 +293,8 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
         return found[0].findings()
 
     run = _transition(
-        run_id, target=RunStatus.CANCELLED, allowed=frozenset(RunStatus) - TERMINAL, action="cancel", user=user,
-        source=source, reason=reason,
+        run_id, target=RunStatus.CANCELLED, allowed=CANCELLABLE, action="cancel", user=user,
+        source=source, reason=reason, batch=batch,
         fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
                 "finished_at": timezone.now(), "next_attempt_at": None},
         then=stop,
@@ -286,11 +305,18 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
 MAY_HAVE_HAPPENED = (OperationStatus.STARTED, OperationStatus.UNKNOWN)
 
 
-def _what_the_cancel_finds(run: Run) -> Cancellation:
-    """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before)."""
+def side_effects_so_far(run_id: UUID | str) -> tuple[tuple[SideEffectDone, ...], tuple[SideEffectDone, ...]]:
+    """What a cancel of the run would not undo: its side effects that happened, and those that may have."""
     ledger = [SideEffectDone(action=row.action_name, operation_id=row.operation_id, status=row.status,
                              external_ref=row.external_ref or "")
-              for row in SideEffect.objects.filter(run_id=run.id).order_by("created_at", "operation_id")]
+              for row in SideEffect.objects.filter(run_id=run_id).order_by("created_at", "operation_id")]
+    return (tuple(e for e in ledger if e.status == OperationStatus.SUCCEEDED),
+            tuple(e for e in ledger if e.status in MAY_HAVE_HAPPENED))
+
+
+def _what_the_cancel_finds(run: Run) -> Cancellation:
+    """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before)."""
+    happened, may_have_happened = side_effects_so_far(run.id)
     stopped = []
     if run.status == RunStatus.RUNNING and run.lease_owner:
         stopped.append(f"step {run.current_step!r}, running on {run.lease_owner}: it loses its lease at its next "
@@ -301,15 +327,15 @@ def _what_the_cancel_finds(run: Run) -> Cancellation:
     # the core imports none of them.
     for _, what_it_stopped in run_cancelled.send(sender=Run, run=run):
         stopped.extend(what_it_stopped or ())
-    return Cancellation(run, tuple(e for e in ledger if e.status == OperationStatus.SUCCEEDED),
-                        tuple(e for e in ledger if e.status in MAY_HAVE_HAPPENED), tuple(stopped))
+    return Cancellation(run, happened, may_have_happened, tuple(stopped))
 
 
-def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
+def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "",
+              batch: Batch | None = None) -> Run:
     """Run a waiting retry now, or give a failed run another go from its last checkpoint."""
     return _transition(
-        run_id, target=RunStatus.PENDING, allowed=frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED}),
-        action="retry", user=user, source=source, reason=reason,
+        run_id, target=RunStatus.PENDING, allowed=RETRYABLE, action="retry", user=user, source=source, reason=reason,
+        batch=batch,
         fields={"next_attempt_at": None, "attempt": 0, "error": None, "finished_at": None, "enqueued_at": timezone.now()},
     )
 

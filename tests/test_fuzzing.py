@@ -94,6 +94,8 @@ FORM_FIELDS = {
     "durable:run-retry": ["reason", "confirm"],
     "durable:run-resume": ["reason", "confirm"],
     "durable:run-migrate": ["reason", "confirm", "to_version"],
+    "durable:bulk-cancel": ["runs", "reason", "confirm"],
+    "durable:bulk-retry": ["runs", "reason", "confirm"],
     "approvals:decide": ["verdict", "reason", "snapshot_hash"],
     "reconciliation:lookup": [],
     "reconciliation:resolve": ["outcome", "external_ref", "result", "follow_up", "reason"],

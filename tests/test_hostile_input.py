@@ -68,7 +68,7 @@ def api(admin) -> Client:
 
 API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
-    "api:approval-approve", "api:approval-reject", "api:operation-resolve",
+    "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve",
 ]
 
 
@@ -82,6 +82,8 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:run-migrate": [("to_version", "two"), ("reason", ["checked"])],
     "api:run-migrate-blocked": [("workflow", [vw.NAME]), ("from_version", "one"), ("to_version", 2.5),
                                 ("reason", {"why": "r"})],
+    "api:run-bulk": [("action", ["cancel"]), ("reason", {"why": "r"}), ("run_ids", "not a list"),
+                     ("filter", ["FAILED"]), ("dry_run", "perhaps")],
     "api:approval-approve": [("snapshot_hash", 12345), ("reason", ["fine"])],
     "api:approval-reject": [("snapshot_hash", ["0" * 64]), ("reason", {"why": "no"})],
     "api:operation-resolve": [("outcome", 1), ("external_ref", {"ref": 1}), ("result", ["ntf-1"]),
@@ -93,6 +95,7 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "api:run-list": ["workflow", "business_key", "idempotency_key", "input"],
     "api:run-cancel": ["reason"], "api:run-retry": ["reason"], "api:run-resume": ["reason"],
     "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"],
+    "api:run-bulk": ["reason"],
     "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],
     "api:operation-resolve": ["external_ref", "reason", "result"],
 }
@@ -270,7 +273,8 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 # The console: every page that takes a POST
 
 CONSOLE_FORMS = [
-    "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "approvals:decide",
+    "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:bulk-cancel",
+    "durable:bulk-retry", "approvals:decide",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:login", "durable:logout",
     "rest_framework:login", "rest_framework:logout",
 ]

@@ -15,6 +15,7 @@ ACTION_PERMISSIONS = {
     "resume": "durable.resume_run",
     "migrate": "durable.migrate_run",
     "migrate_blocked": "durable.migrate_run",
+    "bulk": "durable.view_run",  # and then the permission of the action it names (durable/api/bulk.py)
 }
 
 

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from durable import services, versions
+from durable.api.bulk import BulkResultSerializer, BulkSerializer, bulk_answer
 from durable.api.errors import service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
@@ -80,6 +81,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
             return MigrateSerializer
         if self.action == "migrate_blocked":
             return MigrateBlockedSerializer
+        if self.action == "bulk":
+            return BulkSerializer
         return RunSerializer
 
     def get_queryset(self) -> Any:
@@ -191,3 +194,11 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Create
         payload.is_valid(raise_exception=True)
         migrated, refused = versions.migrate_blocked_runs(user=request.user, source="api", **payload.validated_data)
         return Response({"migrated": [str(r.id) for r in migrated], "refused": refused})
+
+    @extend_schema(request=BulkSerializer, responses=BulkResultSerializer)
+    @action(detail=False, methods=["post"], url_path="bulk")
+    def bulk(self, request: Request) -> Response:
+        """Cancel or retry many runs with one reason: each through the single-run action, with its permission,
+        its status rule and an audit row of its own (linked by `bulk_id`); a run that changed meanwhile is skipped.
+        `dry_run` answers what would happen and writes nothing. At most DURABLE_BULK_LIMIT runs."""
+        return Response(bulk_answer(request))

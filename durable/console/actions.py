@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from durable import services, versions
 from durable.console.forms import ActionForm, MigrateForm
-from durable.engine.states import TERMINAL, RunStatus
+from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.registry import registry
 
@@ -70,10 +70,9 @@ def _migrate(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Ru
 ACTIONS: dict[str, RunAction] = {action.name: action for action in (
     RunAction("cancel", "Cancel the run", "The run stops for good; a worker holding it loses its lease at its next "
               "write, and its open approval requests close. What already happened stays done: the answer names it.",
-              "durable.cancel_run", frozenset(RunStatus) - TERMINAL, _cancel),
+              "durable.cancel_run", services.CANCELLABLE, _cancel),
     RunAction("retry", "Retry now", "The run goes back to PENDING and continues from its last checkpoint now, "
-              "without waiting for its next attempt time.", "durable.retry_run",
-              frozenset({RunStatus.WAITING_RETRY, RunStatus.FAILED}),
+              "without waiting for its next attempt time.", "durable.retry_run", services.RETRYABLE,
               _steer(services.retry_run, "Retried. The run continues from its last checkpoint.")),
     RunAction("resume", "Resume", "A worker checks the run's replay contract again: deploy its version first, "
               "or it is blocked again.", "durable.resume_run", frozenset({RunStatus.BLOCKED_VERSION}),

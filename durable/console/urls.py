@@ -2,7 +2,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
-from durable.console import tokens, views
+from durable import bulk as bulk_actions
+from durable.console import bulk, tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
@@ -21,5 +22,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
+    *(path(f"runs/bulk/{name}/", bulk.bulk_action, {"action": name}, name=f"bulk-{name}")
+      for name in bulk_actions.BULK_ACTIONS),
     *(path(f"runs/<uuid:run_id>/{name}/", views.act, {"action": name}, name=f"run-{name}") for name in ACTIONS),
 ]

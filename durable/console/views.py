@@ -23,7 +23,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from durable.conf import durable_settings
 from durable.api.filters import filter_runs
-from durable.console import selectors
+from durable.console import bulk, selectors
 from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ActionForm, RunsQuery, page_marker
 from durable.console.rendering import (
@@ -92,7 +92,8 @@ def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any])
     path = reverse("durable:runs")
     next_page = next_page_link(request, path, found, PAGE, page_marker)
     context = {"runs": found[:PAGE], "errors": errors, "filters": request.GET, "statuses": list(RunStatus),
-               "next_page": next_page, "first_page": page_link(request, path, None) if request.GET.get("after") else ""}
+               "next_page": next_page, "first_page": page_link(request, path, None) if request.GET.get("after") else "",
+               "bulk_offered": bulk.offered(request.user), "bulk_query": bulk.filter_query(request)}
     return fragment_or_page(request, "durable/_run_rows.html", "durable/runs.html", context)
 
 
