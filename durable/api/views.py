@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from durable import services, versions
-from durable.api.errors import service_errors
+from durable.api.errors import LabelledErrors, service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
 from durable.api.schema import ConflictSerializer
@@ -55,7 +55,7 @@ class RunCursorPagination(CursorPagination):
 
 
 @extend_schema(parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)])
-class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
     permission_classes = [RunPermission]
     pagination_class = RunCursorPagination
     queryset = Run.objects.all()

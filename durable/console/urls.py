@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
-from durable.console import tokens, views
+from durable.console import preferences, tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),
+    path("preferences/", preferences.preferences, name="preferences"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     *(path(f"runs/<uuid:run_id>/{name}/", views.act, {"action": name}, name=f"run-{name}") for name in ACTIONS),
