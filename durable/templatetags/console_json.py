@@ -27,12 +27,6 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, ensure_ascii=False))
 
 
-@register.filter
-def pretty_json(value: Any) -> str:
-    """Indented JSON with sorted keys, so two payloads read alike; autoescaped by the template."""
-    return json.dumps(as_json(value), indent=2, sort_keys=True, ensure_ascii=False)
-
-
 def _token(css: str, text: str) -> str:
     return f'<span class="json-{css}">{escape(text)}</span>'
 
