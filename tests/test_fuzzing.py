@@ -100,7 +100,7 @@ FORM_FIELDS = {
     "durable:tokens": ["name", "days", "owner"],
     "durable:token-revoke": ["reason"],
     "durable:preferences": ["time_zone", "from_browser"],
-    "durable:login": ["username", "password", "next"],
+    "durable:login": ["username", "password", "next", "time_zone"],
     "rest_framework:login": ["username", "password", "next"],
     "durable:logout": ["next"],
     "rest_framework:logout": ["next"],

@@ -8,8 +8,10 @@ from __future__ import annotations
 import zoneinfo
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.signals import user_logged_in
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -48,6 +50,18 @@ def operator_zone(request: HttpRequest) -> str:
 
 def remember(request: HttpRequest, time_zone: str) -> None:
     request.session[SESSION_KEY] = time_zone
+
+
+def adopt_browser_zone(sender: Any, request: HttpRequest | None, user: AbstractBaseUser, **_: Any) -> None:
+    """At login, an operator with no zone yet takes the one their browser sent with the form (time-zone.js)."""
+    zone = request.POST.get("time_zone", "") if request is not None and request.method == "POST" else ""
+    if zone not in known_zones() or OperatorPreferences.objects.filter(user=user).exists():
+        return
+    remember(request, set_time_zone(user=user, time_zone=zone).time_zone)
+
+
+def connect() -> None:
+    user_logged_in.connect(adopt_browser_zone, dispatch_uid="durable.console.timezones")
 
 
 class OperatorTimezoneMiddleware:

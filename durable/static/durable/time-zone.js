@@ -1,10 +1,13 @@
-// The operator's time zone defaults to their browser's: when they have none yet (the page says so with
-// data-time-zone-url on <body>), send it once, then show this page again in it.
+// The operator's time zone defaults to their browser's. The login form carries it (a hidden field);
+// an operator already logged in without one (the page says so with data-time-zone-url on <body>)
+// sends it once, then sees this page again in it.
 (function () {
   "use strict";
-  const url = document.body.dataset.timeZoneUrl;
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-  if (!url || !zone) return;
+  if (!zone) return;
+  for (const field of document.querySelectorAll("input[data-browser-time-zone]")) field.value = zone;
+  const url = document.body.dataset.timeZoneUrl;
+  if (!url) return;
   const headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
   const body = new URLSearchParams({time_zone: zone, from_browser: "on"});
   fetch(url, {method: "POST", headers: headers, body: body, credentials: "same-origin"}).then(function (answer) {

@@ -123,6 +123,17 @@ def test_the_browser_sends_its_zone_once_and_is_answered_without_a_page(operator
     assert response.status_code == 204 and OperatorPreferences.objects.get(user=user).time_zone == "America/New_York"
 
 
+def test_at_login_an_operator_without_a_zone_takes_the_one_their_browser_sent():
+    user = make_user("newcomer", "durable.view_run")
+    client = Client()
+    form = {"username": "newcomer", "password": "pw-newcomer", "time_zone": "Asia/Tokyo"}
+    assert client.post(reverse("durable:login"), form).status_code == 302
+    assert OperatorPreferences.objects.get(user=user).time_zone == "Asia/Tokyo"
+    client.logout()
+    client.post(reverse("durable:login"), {**form, "time_zone": "Europe/Paris"})  # a chosen zone is kept
+    assert OperatorPreferences.objects.get(user=user).time_zone == "Asia/Tokyo"
+
+
 # The current error
 
 def test_an_error_is_shown_as_current_only_while_it_holds_the_run(calls_file):
