@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import zoneinfo
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -13,10 +14,12 @@ from django.utils import timezone
 from django.utils.html import strip_tags
 
 from approvals.forms import DecisionForm, InboxFilters
+from approvals.models import ApprovalRequest
 from durable import executor, services
 from durable.console.audit import AuditFilters
 from durable.console.forms import ActionForm, MigrateForm
 from durable.console.preferences import PreferencesForm
+from durable.console.timeline import Entry, EntryKind, with_gaps
 from durable.console.tokens import RevokeForm, TokenForm
 from durable.engine.states import RunStatus
 from durable.labels import FIELD_LABELS
@@ -24,6 +27,7 @@ from durable.models import OperatorPreferences, Run
 from durable.templatetags.console_json import json_block
 from durable.templatetags.console_time import duration, relative, render_when
 from reconciliation.forms import ResolveForm
+from tests.approvals.flow import waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import detail_url, run_in
@@ -86,6 +90,24 @@ def test_the_relative_time_says_how_far_in_one_unit(offset, said):
 ])
 def test_a_duration_is_said_in_at_most_two_units(delta, said):
     assert duration(delta) == said
+
+
+def test_each_timeline_entry_carries_the_time_since_the_one_before_it():
+    first = Entry(NOON_UTC, EntryKind.CHECKPOINT, "", "started")
+    later = [replace(first, at=NOON_UTC + timedelta(seconds=s)) for s in (2.5, 185)]
+    assert [entry.after for entry in with_gaps([first, *later])] == [
+        None, timedelta(seconds=2.5), timedelta(seconds=182.5)]
+
+
+def test_an_approval_shows_how_long_it_waited_for_its_decision(demo):
+    run, request = waiting_claim()
+    ApprovalRequest.objects.filter(id=request.id).update(
+        status="REJECTED", created_at=NOON_UTC, decided_at=NOON_UTC + timedelta(hours=2, minutes=5))
+    client = Client()
+    client.force_login(make_user("watcher", "approvals.view_approvalrequest", "durable.view_run"))
+    html = client.get(reverse("approvals:detail", args=[request.id])).content.decode()
+    assert '<dt>Waited</dt><dd class="waited-for">2 h 5 min</dd>' in html
+    assert "waited 2 h 5 min" in client.get(detail_url(run)).content.decode()
 
 
 # The operator's time zone
