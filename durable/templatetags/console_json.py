@@ -8,11 +8,13 @@ every block its copy button.
 """
 from __future__ import annotations
 
+import html
 import json
+from json.encoder import encode_basestring  # a string as JSON writes it, as json.dumps(ensure_ascii=False) does
 from typing import Any
 
 from django import template
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
@@ -28,17 +30,19 @@ def as_json(value: Any) -> Any:
 
 
 def _token(css: str, text: str) -> str:
-    return f'<span class="json-{css}">{escape(text)}</span>'
+    return f'<span class="json-{css}">{html.escape(text)}</span>'  # Django's escape() is this, without its wrappers
 
 
 def _scalar(value: Any) -> str:
     if value is None:
         return _token("null", "null")
     if isinstance(value, bool):
-        return _token("boolean", json.dumps(value))
-    if isinstance(value, (int, float)):
+        return _token("boolean", "true" if value else "false")
+    if isinstance(value, int):
+        return _token("number", str(value))
+    if isinstance(value, float):
         return _token("number", json.dumps(value))
-    return _token("string", json.dumps(value, ensure_ascii=False))
+    return _token("string", encode_basestring(value))
 
 
 def highlight(value: Any, depth: int = 0) -> str:
@@ -47,7 +51,7 @@ def highlight(value: Any, depth: int = 0) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        items = [f"{inner}{_token('key', json.dumps(key, ensure_ascii=False))}: {highlight(value[key], depth + 1)}"
+        items = [f"{inner}{_token('key', encode_basestring(key))}: {highlight(value[key], depth + 1)}"
                  for key in sorted(value)]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(value, list):

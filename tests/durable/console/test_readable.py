@@ -1,6 +1,8 @@
 """Readable data: JSON blocks, times in the operator's zone, the current error, labels, console URLs, replay reuse."""
 from __future__ import annotations
 
+import html
+import json
 import zoneinfo
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -46,6 +48,12 @@ def test_a_json_block_is_indented_highlighted_and_sorted():
     assert '<span class="json-number">2.5</span>' in html and '<span class="json-string">&quot;hi&quot;</span>' in html
     assert strip_tags(html).index("&quot;a&quot;") < strip_tags(html).index("&quot;b&quot;")
     assert 'data-copy-json' in html and "<details" not in html
+
+
+def test_the_highlighted_text_is_exactly_the_indented_json_so_a_copy_parses():
+    value = {"z": [{"é\u2028<\"q\">": -2e-09, "n": 10**20}], "a": [], "b": {}, "t": False}
+    shown = html.unescape(strip_tags(json_block(value)))
+    assert json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) in shown
 
 
 @pytest.mark.parametrize("hostile", ["</script><script>alert(1)</script>", '"><img src=x onerror=alert(1)>',
