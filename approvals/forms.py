@@ -9,6 +9,7 @@ from django import forms
 from django.utils.dateparse import parse_datetime
 
 from durable.engine.approvals import Verdict
+from durable.labels import LabelledForm
 
 MARKER_SEPARATOR = "~"
 
@@ -18,7 +19,7 @@ def page_marker(expires_at: datetime, request_id: UUID) -> str:
     return f"{expires_at.isoformat()}{MARKER_SEPARATOR}{request_id}"
 
 
-class InboxFilters(forms.Form):
+class InboxFilters(LabelledForm, forms.Form):
     kind = forms.CharField(max_length=100, required=False)
     workflow = forms.CharField(max_length=100, required=False)
     version = forms.IntegerField(min_value=1, required=False)
@@ -46,7 +47,7 @@ class InboxFilters(forms.Form):
         return {name: self.cleaned_data[name] for name in self.FILTERS}
 
 
-class DecisionForm(forms.Form):
+class DecisionForm(LabelledForm, forms.Form):
     verdict = forms.ChoiceField(choices=[(v.value, v.value) for v in Verdict])
     # Optional here: the service says when a reason is required (to reject), in one place.
     reason = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 2}))

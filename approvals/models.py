@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from durable.engine.approvals import ApprovalStatus, Path, Verdict
 from durable.models import Run
@@ -64,6 +66,13 @@ class ApprovalRequest(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status == ApprovalStatus.PENDING
+
+    @property
+    def waited(self) -> timedelta | None:
+        """How long the request has waited for a decision (still open), or waited until it was closed."""
+        if self.is_open:
+            return timezone.now() - self.created_at
+        return self.decided_at - self.created_at if self.decided_at else None
 
 
 class ApprovalDecision(models.Model):

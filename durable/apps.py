@@ -12,7 +12,9 @@ class DurableConfig(AppConfig):
     def ready(self) -> None:
         from durable import checks  # noqa: F401  registers the launch checks
         from durable import role_audit
+        from durable.console import timezones
         from durable.registry import discover
 
         discover(durable_settings.DURABLE_WORKFLOW_MODULES)
         role_audit.connect()
+        timezones.connect()

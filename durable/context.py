@@ -67,6 +67,9 @@ class StepContext:
             metrics.result_reused(self.workflow_name, self.workflow_version)
             log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
             result = recorded.result
+            if self._cursor.replayed_all:  # the step goes live from here: say once what it took from history
+                self._store.record_reuse(self._lease, self.step, [
+                    {"call_index": call.call_index, "name": call.name} for call in self._cursor.reused_calls])
         else:
             with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
                 result = to_json(fn(*args, **kwargs))

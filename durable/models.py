@@ -96,6 +96,13 @@ class Run(models.Model):
 
         return RunStatus(self.status) in TERMINAL
 
+    @property
+    def current_error(self) -> Any:
+        """The error, while it is why the run stands where it stands; after a retry moved it on, None."""
+        from durable.engine.states import ERROR_HELD
+
+        return self.error if RunStatus(self.status) in ERROR_HELD else None
+
 
 class Checkpoint(models.Model):
     """Append-only: where a run resumes. The newest one wins."""
@@ -131,6 +138,7 @@ class JournalEntry(models.Model):
         RECONCILIATION = "reconciliation"
         NEEDS_ATTENTION = "needs_attention"
         APPROVAL = "approval"
+        ACTIVITY_REUSED = "activity_reused"  # a step ran again and returned recorded results instead of calling
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
     kind = models.CharField(max_length=30, choices=Kind.choices)
@@ -354,3 +362,18 @@ class DrillRecord(models.Model):
     def __str__(self) -> str:
         verdict = "passed" if self.passed else "failed"
         return f"drill of {self.workflow_name} v{self.workflow_version} {verdict} at {self.finished_at:%Y-%m-%d %H:%M}"
+
+
+class OperatorPreferences(models.Model):
+    """How one operator reads the console: their time zone (an IANA name, validated by durable.console.timezones)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
+                                related_name="durable_preferences")
+    time_zone = models.CharField(max_length=64, help_text="IANA time zone name, e.g. Europe/Paris")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "operator preferences"
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.time_zone}"

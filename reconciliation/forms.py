@@ -6,10 +6,11 @@ from typing import Any
 from django import forms
 
 from durable.engine.json_values import UnstorableJSON, parse_json
+from durable.labels import LabelledForm
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
 
 
-class ResolveForm(forms.Form):
+class ResolveForm(LabelledForm, forms.Form):
     outcome = forms.ChoiceField(widget=forms.RadioSelect, choices=[
         (SUCCEEDED, "It happened: record the downstream's reference"),
         (DID_NOT_HAPPEN, "It did not happen"),

@@ -155,6 +155,7 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
                                           "result": '{"notification_id": "ntf-1"}'}),
         "durable:tokens": (None, {"name": "nightly export", "days": "30"}),
         "durable:token-revoke": (None, {"reason": "the service was retired"}),
+        "durable:preferences": (None, {"time_zone": "Europe/Paris"}),
         "durable:login": (None, {"username": username, "password": f"pw-{username}"}),
         "rest_framework:login": (None, {"username": username, "password": f"pw-{username}"}),
         "durable:logout": (None, {}),

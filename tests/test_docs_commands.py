@@ -10,9 +10,18 @@ import re
 import shlex
 from pathlib import Path
 
+from urllib.parse import urlsplit
+
 import pytest
 from django.conf import settings
 from django.core.management import get_commands, load_command_class
+from django.test import Client
+
+from durable.engine.states import RunStatus
+from durable.models import Run
+from durable.tools.demo import commands
+from durable.tools.demo.setup import ensure_demo_people
+from tests.durable.claims import advance
 
 PAGES = [Path(settings.BASE_DIR) / "README.md", *sorted((Path(settings.BASE_DIR) / "docs").glob("*.md"))]
 FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
@@ -62,3 +71,30 @@ def test_each_command_line_shown_names_a_command_and_options_it_takes(page, line
         parser.parse_args(args)
     except SystemExit:
         pytest.fail(f"{page} shows `manage.py {line}`, which `{name}` does not take ({args})")
+
+
+# The demo's ready commands: the README shows them as bin/demo prints them, and they start runs.
+
+README = (Path(settings.BASE_DIR) / "README.md").read_text()
+DEMO_URL = "http://127.0.0.1:8000/"
+
+
+def test_the_readme_shows_the_demo_commands_as_bin_demo_prints_them():
+    assert f"{commands.token_command('<the token bin/demo printed>')}\n" in README
+    for order_id in commands.CLAIMS:
+        assert f"{commands.start_command(DEMO_URL, order_id)}\n" in README, order_id
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("order_id", list(commands.CLAIMS))
+def test_each_ready_demo_command_starts_a_run_that_waits_for_approval(demo, order_id):
+    people = ensure_demo_people()
+    words = shlex.split(commands.start_command(DEMO_URL, order_id).replace(f"${commands.TOKEN_VARIABLE}",
+                                                                           people.intake_token))
+    headers = dict(words[i + 1].split(": ", 1) for i, word in enumerate(words) if word == "-H")
+    body = words[words.index("-d") + 1]
+    response = Client().post(urlsplit(words[words.index("-X") + 2]).path, body, content_type=headers["Content-Type"],
+                             HTTP_AUTHORIZATION=headers["Authorization"])
+    assert response.status_code == 201, response.content
+    run = advance(Run.objects.get(id=response.json()["id"]))
+    assert run.business_key == order_id and run.status == RunStatus.WAITING_APPROVAL

@@ -275,7 +275,8 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:bulk-cancel",
     "durable:bulk-retry", "approvals:decide",
-    "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:login", "durable:logout",
+    "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
+    "durable:login", "durable:logout",
     "rest_framework:login", "rest_framework:logout",
 ]
 LOGIN_FORMS = ("durable:login", "rest_framework:login")
@@ -356,6 +357,9 @@ MALFORMED_FORMS = [
     ("durable:tokens", {"days": "0"}, "greater than or equal to 1"),
     ("durable:tokens", {"owner": "nobody-at-all"}, "no user is called"),
     ("durable:token-revoke", {"reason": "a\x00b"}, "Null characters are not allowed"),
+    ("durable:preferences", {"time_zone": "Mars/Olympus_Mons"}, "is not a time zone this server knows"),
+    ("durable:preferences", {"time_zone": "a\x00b"}, "Null characters are not allowed"),
+    ("durable:preferences", {"time_zone": "x" * 65}, "at most 64 characters"),
     ("reconciliation:resolve", {"outcome": "perhaps"}, "Select a valid choice"),
     ("reconciliation:resolve", {"external_ref": "a\x00b"}, "Null characters are not allowed"),
     ("reconciliation:resolve", {"external_ref": "x" * 201}, "at most 200 characters"),

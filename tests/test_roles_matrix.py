@@ -52,6 +52,8 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("GET", "/tokens/", ()),  # every user manages their own tokens
         ("POST", "/tokens/", ()),
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
+        ("GET", "/preferences/", ()),  # every user sets their own time zone
+        ("POST", "/preferences/", ()),
         # API
         ("GET", "/api/runs/", (VIEW_RUN,)),
         ("POST", "/api/runs/", ("durable.start_run",)),

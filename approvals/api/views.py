@@ -20,7 +20,7 @@ from approvals.api.serializers import (
 )
 from approvals.models import ApprovalRequest
 from approvals.selectors import filter_requests
-from durable.api.errors import service_errors
+from durable.api.errors import LabelledErrors, service_errors
 from durable.api.permissions import ActionPermission
 from durable.engine.approvals import Verdict, differences
 
@@ -39,7 +39,7 @@ class SoonestExpiryFirst(CursorPagination):
     max_page_size = 500
 
 
-class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ApprovalViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Approval requests, soonest expiry first; PENDING ones are decided here."""
 
     permission_classes = [ApprovalPermission]

@@ -60,12 +60,15 @@ class MigrateBlockedResultSerializer(serializers.Serializer):
 
 
 class RunSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
+    url = serializers.HyperlinkedIdentityField(view_name="api:run-detail", help_text="this run in the API")
+    console_url = serializers.HyperlinkedIdentityField(
+        view_name="durable:run-detail", lookup_url_kwarg="run_id",
+        help_text="this run's page in the operator console, wherever the console is mounted")
 
     class Meta:
         model = Run
         fields = [
-            "id", "url", "workflow_name", "workflow_version", "checkpoint_schema_version", "tool_catalog_version",
+            "id", "url", "console_url", "workflow_name", "workflow_version", "checkpoint_schema_version", "tool_catalog_version",
             "prompt_release", "model_policy_version", "topology_fingerprint", "topology", "business_key", "idempotency_key",
             "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",

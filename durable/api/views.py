@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from durable import services, versions
 from durable.api.bulk import BulkResultSerializer, BulkSerializer, bulk_answer
-from durable.api.errors import service_errors
+from durable.api.errors import LabelledErrors, service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import RunPermission
 from durable.api.schema import ConflictSerializer
@@ -56,7 +56,7 @@ class RunCursorPagination(CursorPagination):
 
 
 @extend_schema(parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)])
-class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
     permission_classes = [RunPermission]
     pagination_class = RunCursorPagination
     queryset = Run.objects.all()

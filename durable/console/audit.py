@@ -26,6 +26,7 @@ from django.views.decorators.http import require_safe
 
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.console.spreadsheet import inert
+from durable.labels import LabelledForm
 from durable.models import OperatorAction
 from durable.permissions import can_see_contents
 
@@ -39,7 +40,7 @@ CSV_COLUMNS = ["when", "actor", "action", "run", "operation_id", "source", "stat
                "reason", "detail"]
 
 
-class AuditFilters(forms.Form):
+class AuditFilters(LabelledForm, forms.Form):
     actor = forms.CharField(max_length=150, required=False, help_text="username")
     action = forms.CharField(max_length=50, required=False, widget=forms.TextInput(
         attrs={"placeholder": "e.g. resolve_operation"}))

@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from durable.api.filters import RunFilterSerializer
+from durable.labels import LabelledForm
 from durable.models import Run
 
 MARKER_SEPARATOR = "~"
@@ -37,7 +38,7 @@ class RunsQuery(RunFilterSerializer):
         raise serializers.ValidationError("not a page of this list; start again from the first page")
 
 
-class ActionForm(forms.Form):
+class ActionForm(LabelledForm, forms.Form):
     reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
     # The confirmation step, kept by the server: an unticked box is a 400 and nothing happens.
     confirm = forms.BooleanField(error_messages={"required": "tick “I confirm” to go ahead; nothing was done"})

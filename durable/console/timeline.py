@@ -1,14 +1,15 @@
 """A run's history in time order: checkpoints, activities, side effects, retries, approvals, operator actions.
 
-Activity replays are not journaled (a replay returns the recorded result and writes nothing), so
-an activity entry says it was recorded; a side effect asked for again is journaled as a prevented
-duplicate. Journal entries of kind "operator" are left out: the operator action audit trail holds
+A step run again (after a crash or a retry) returns its recorded activity results instead of
+calling again; the executor journals that once per step as "activity_reused", shown here as
+reused from history. A side effect asked for again is journaled as a prevented duplicate. Each
+entry carries the time since the one before it. Journal entries of kind "operator" are left out: the operator action audit trail holds
 the same events with who, before and after.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -46,6 +47,7 @@ class Entry:
     approval_id: str = ""
     checkpoint_seq: int | None = None
     reconcile: bool = False  # the operation is still STARTED or UNKNOWN: link it to reconciliation
+    after: timedelta | None = None  # since the entry before it; None for the first
     order: tuple[int, int] = field(default=(0, 0), repr=False)  # ties on `at`: ledger, journal, checkpoint, audit
 
     @property
@@ -65,7 +67,12 @@ def run_timeline(run: Run) -> list[Entry]:
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
     entries = [replace(e, reconcile=True) if e.operation_id in unresolved else e for e in entries]
-    return sorted(entries, key=lambda e: (e.at, e.order))
+    return with_gaps(sorted(entries, key=lambda e: (e.at, e.order)))
+
+
+def with_gaps(entries: list[Entry]) -> list[Entry]:
+    """Each entry with the time since the one before it, so a slow step or a long wait stands out."""
+    return [replace(entry, after=entry.at - entries[i - 1].at) if i else entry for i, entry in enumerate(entries)]
 
 
 def _ledger_row(row: SideEffect) -> Entry:
@@ -94,7 +101,7 @@ def _journal(entry: JournalEntry, approvals: dict[str, str]) -> Entry:
     detail = entry.detail or {}
     kind, summary, status = _describe(entry, detail, approvals)
     return Entry(entry.created_at, kind, entry.step, summary,
-                 detail=entry.result if kind == EntryKind.ACTIVITY else entry.detail, status=status,
+                 detail=entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id))
 
@@ -107,6 +114,9 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], approvals: dict[str, 
     match entry.kind:
         case Kind.ACTIVITY:
             return EntryKind.ACTIVITY, f"activity {entry.name} #{entry.call_index} recorded", ""
+        case Kind.ACTIVITY_REUSED:
+            calls = ", ".join(f"{call.get('name')} #{call.get('call_index')}" for call in detail.get("calls", []))
+            return EntryKind.ACTIVITY, f"step ran again: activity {calls} reused from history, not called again", ""
         case Kind.SIDE_EFFECT:
             ref = f" ({detail['external_ref']})" if detail.get("external_ref") else ""
             return EntryKind.SIDE_EFFECT, f"side effect {entry.name} → {detail.get('status')}{ref}", ""

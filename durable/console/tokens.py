@@ -17,20 +17,21 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from durable.labels import LabelledForm
 from durable.services import Conflict, Forbidden, InvalidInput
 from durable.tokens import MANAGE, create_token, revoke_token, token_lifetime, visible_tokens
 
 LISTED = 200
 
 
-class TokenForm(forms.Form):
+class TokenForm(LabelledForm, forms.Form):
     name = forms.CharField(max_length=100, help_text="what holds it: a service, a script, a CI job")
     days = forms.IntegerField(min_value=1, max_value=3650, required=False, label="Expires in (days)")
     owner = forms.CharField(max_length=150, required=False, label="For user",
                             help_text="leave empty for yourself; another user needs durable.manage_apitoken")
 
 
-class RevokeForm(forms.Form):
+class RevokeForm(LabelledForm, forms.Form):
     reason = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from durable import bulk as bulk_actions
-from durable.console import bulk, tokens, views
+from durable.console import bulk, preferences, tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),
+    path("preferences/", preferences.preferences, name="preferences"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     *(path(f"runs/bulk/{name}/", bulk.bulk_action, {"action": name}, name=f"bulk-{name}")

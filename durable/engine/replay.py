@@ -21,7 +21,7 @@ class ReplayCursor:
         self.step = step
         self._recorded = {call.call_index: call for call in recorded}
         self._next_index = 0
-        self.reused = 0  # recorded results handed out so far: a step that reused any is a replay
+        self.reused_calls: list[RecordedCall] = []  # handed out so far: a step that reused any is a replay
 
     def next_call(self, name: str) -> tuple[int, RecordedCall | None]:
         """Return this call's index and its recorded result, if history has one."""
@@ -34,8 +34,12 @@ class ReplayCursor:
                 "the step's code changed its call order since this run recorded it"
             )
         if recorded is not None:
-            self.reused += 1
+            self.reused_calls.append(recorded)
         return index, recorded
+
+    @property
+    def reused(self) -> int:
+        return len(self.reused_calls)
 
     @property
     def replayed_all(self) -> bool:

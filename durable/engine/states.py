@@ -17,6 +17,8 @@ class RunStatus(StrEnum):
 
 
 TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+# An error put the run in these states; in any other its recorded error is history (the timeline keeps it).
+ERROR_HELD = frozenset({RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION, RunStatus.BLOCKED_VERSION, RunStatus.FAILED})
 # A worker may claim a run in these states (RUNNING only once its lease has expired).
 CLAIMABLE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY})
 

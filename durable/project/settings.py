@@ -106,7 +106,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "durable.role_audit.ActorMiddleware",  # names who granted or removed a role in the audit trail
+    "durable.role_audit.ActorMiddleware",
+    "durable.console.timezones.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)  # names who granted or removed a role in the audit trail
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

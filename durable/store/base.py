@@ -166,6 +166,13 @@ class RunStore:
             self._fenced(lease, now, lease_expires_at=lease.extended(now))
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
 
+    def record_reuse(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:
+        """A step ran again and took these recorded results instead of calling: the timeline shows it."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._fenced(lease, now, lease_expires_at=lease.extended(now))
+            self._journal(lease, now, JournalEntry.Kind.ACTIVITY_REUSED, step, detail={"calls": calls})
+
     # The side-effect ledger's writes (durable.ledger decides what they are).
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:

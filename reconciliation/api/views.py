@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from durable.api.errors import service_errors
+from durable.api.errors import LabelledErrors, service_errors
 from durable.api.permissions import ActionPermission
 from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.ledger import OperationStatus
@@ -43,7 +43,7 @@ class OldestFirst(CursorPagination):
     page_size = 50
 
 
-class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class OperationViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """The side-effect ledger, oldest first; UNKNOWN operations are resolved here."""
 
     permission_classes = [OperationPermission]

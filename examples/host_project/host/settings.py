@@ -47,6 +47,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "durable.role_audit.ActorMiddleware",  # names who granted or removed a role in durable's audit trail
+    "durable.console.timezones.OperatorTimezoneMiddleware",  # console times in each operator's zone
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # the console's views answer htmx requests with fragments

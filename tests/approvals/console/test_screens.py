@@ -152,7 +152,7 @@ def test_a_bad_filter_is_named_on_the_page_and_shows_no_requests(demo, viewer):
     response = viewer.get(inbox_url(), {"version": "abc"})
     assert response.status_code == 200
     html = response.content.decode()
-    assert "version: Enter a whole number." in html
+    assert "Version: Enter a whole number." in html
     assert list(response.context["approvals"]) == [] and "ORD-1001" not in html
 
 
@@ -188,7 +188,7 @@ def test_the_inbox_pages_by_expiry_and_keeps_the_filters(demo, viewer, monkeypat
 
 def test_a_tampered_page_marker_is_named_on_the_page(viewer):
     html = viewer.get(inbox_url(), {"after": "yesterday"}).content.decode()
-    assert "after: not a page of this inbox" in html
+    assert "Page: not a page of this inbox" in html
 
 
 # The navigation badge
@@ -340,7 +340,7 @@ def test_without_htmx_a_refusal_renders_the_page_with_its_status(demo, approver)
 def test_an_incomplete_decision_is_a_400(demo, approver):
     _, request = waiting_claim()
     response = approver.post(decide_url(request), {"snapshot_hash": request.snapshot_hash}, **HTMX)
-    assert response.status_code == 400 and "verdict: This field is required." in response.content.decode()
+    assert response.status_code == 400 and "Decision: This field is required." in response.content.decode()
     assert nothing_written(request)
 
 

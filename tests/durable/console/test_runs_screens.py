@@ -90,7 +90,7 @@ def test_a_bad_date_is_named_and_shows_no_runs(viewer):
     response = viewer.get(runs_url(), {"created_after": "last tuesday"})
     html = response.content.decode()
     assert response.status_code == 200
-    assert "created_after: Datetime has wrong format" in html and "march-1" not in html
+    assert "Created on or after: Datetime has wrong format" in html and "march-1" not in html
 
 
 def test_empty_filter_fields_do_not_filter(viewer):
@@ -103,7 +103,7 @@ def test_empty_filter_fields_do_not_filter(viewer):
 def test_a_bad_filter_is_named_on_the_page(viewer):
     response = viewer.get(runs_url(), {"status": "DONE"})
     assert response.status_code == 200
-    assert "status: unknown status DONE" in response.content.decode()
+    assert "Status: unknown status DONE" in response.content.decode()
 
 
 def test_an_htmx_request_gets_only_the_rows_fragment(viewer):
@@ -147,7 +147,7 @@ def test_a_search_that_finds_nothing_says_so_and_lists_no_runs(viewer):
         response = viewer.get(runs_url(), {"q": search})
         html = response.content.decode()
         assert response.status_code == 200
-        assert f"q: no run has the id &#x27;{search}&#x27;" in html and "business key filter" in html
+        assert f"Find a run: no run has the id &#x27;{search}&#x27;" in html and "business key filter" in html
         assert "ORD-1001</td>" not in html
 
 
@@ -188,4 +188,4 @@ def test_runs_created_at_the_same_instant_are_paged_by_id_without_loss_or_repeat
 
 def test_a_forged_page_marker_asks_to_start_again(viewer):
     html = viewer.get(runs_url(), {"after": "yesterday"}).content.decode()
-    assert "after: not a page of this list; start again from the first page" in html
+    assert "Page: not a page of this list; start again from the first page" in html

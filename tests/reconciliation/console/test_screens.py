@@ -256,7 +256,7 @@ def test_resolving_succeeded_without_an_external_reference_is_400_naming_it_and_
     html = response.content.decode()
     assert response.status_code == 400
     assert html.startswith('<section id="resolution"')
-    assert "external_ref: required when the operation succeeded" in html
+    assert "External reference: required when the operation succeeded" in html
     assert "Nothing was resolved" in html
     assert "seen in the notifications provider&#x27;s outbox" in html  # the form keeps what was typed
     assert unchanged(row, run)
@@ -267,7 +267,7 @@ def test_a_result_that_is_not_a_json_object_is_400(demo, resolver, result, error
     run, row = needs_attention(demo)
     response = resolver.post(resolve_url(row), succeeded_form(result=result), **HTMX)
     assert response.status_code == 400
-    assert f"result: {error}" in response.content.decode()
+    assert f"Result (JSON object): {error}" in response.content.decode()
     assert unchanged(row, run)
 
 
@@ -275,7 +275,7 @@ def test_resolving_without_a_reason_is_400(demo, resolver):
     run, row = needs_attention(demo)
     response = resolver.post(resolve_url(row), succeeded_form(reason=""), **HTMX)
     assert response.status_code == 400
-    assert "reason: say what evidence the resolution rests on" in response.content.decode()
+    assert "Reason: say what evidence the resolution rests on" in response.content.decode()
     assert unchanged(row, run)
 
 
@@ -312,7 +312,7 @@ def test_did_not_happen_needs_a_follow_up(demo, resolver):
     run, row = needs_attention(demo)
     response = resolver.post(resolve_url(row), {"outcome": "did_not_happen", "reason": "not sent"}, **HTMX)
     assert response.status_code == 400
-    assert "follow_up: choose" in response.content.decode()
+    assert "If it did not happen: choose" in response.content.decode()
     assert unchanged(row, run)
 
 

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from durable import metrics, services
 from durable.conf import durable_settings
+from durable.tools.demo import commands
 from durable.tools.demo.setup import DEMO_PASSWORD, DEMO_USERNAME, REVIEWER_USERNAME, ensure_demo_people
 from durable.tools.processes import WorkerProcess
 
@@ -65,10 +66,10 @@ class Command(BaseCommand):
                           f"{REVIEWER_USERNAME} / {DEMO_PASSWORD})")
         self.stdout.write(f"  approvals:   {url}approvals/  (the example run waits there for your approval)")
         self.stdout.write(f"  API token:   {token}  (the intake service: starts runs, cannot approve them)")
-        self.stdout.write(f"  start a run: curl -s -X POST {url}api/runs/ -H 'Authorization: Token {token}' "
-                          "-H 'Content-Type: application/json' -d '{\"workflow\": \"claims-agent\", "
-                          "\"business_key\": \"ORD-1002\", \"input\": {\"order_id\": \"ORD-1002\", "
-                          "\"customer_message\": \"I was charged twice for ORD-1002, please refund\"}}'")
+        self.stdout.write("  start runs:  paste these lines into a shell (the README's walkthrough uses them)")
+        self.stdout.write(f"    {commands.token_command(token)}")
+        for order_id in commands.CLAIMS:
+            self.stdout.write(f"    {commands.start_command(url, order_id)}")
         self.stdout.write(f"  logs:        {logs}/  (Ctrl-C stops everything)\n")
 
     def _wait(self, children: list[subprocess.Popen[bytes]], worker: WorkerProcess) -> None:
