@@ -9,9 +9,10 @@
     ":not([type=button]):not([type=hidden])";
 
   function changed(field) {
+    if (!field.matches("input, textarea, select") || field.type === "hidden") return false;  // buttons have no default
     if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
     if (field.tagName === "SELECT") return Array.from(field.options).some((o) => o.selected !== o.defaultSelected);
-    return field.type !== "hidden" && field.value !== field.defaultValue;
+    return field.value !== field.defaultValue;
   }
 
   function busy() {
@@ -32,6 +33,19 @@
     }
     if (elt.dataset.version) event.detail.headers["If-None-Match"] = elt.dataset.version;
     if (elt.hasAttribute("data-live-location")) event.detail.path = location.pathname + location.search;
+  });
+
+  // An action from inside a region (a decision, a cancel) answers with the region as it is after the action: a
+  // poll still in flight would bring an older picture, or drop the action's outcome, so it is abandoned.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const elt = event.detail.elt;
+    const region = elt.closest && elt.closest("[data-live]");
+    if (region && region !== elt && event.detail.requestConfig.verb !== "get") htmx.trigger(region, "htmx:abort");
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const elt = event.detail.elt;
+    if (elt.hasAttribute("data-live") && !elt.isConnected) event.detail.shouldSwap = false;  // replaced meanwhile
   });
 
   // A region that keeps its element (its rows swapped inside it) learns its new version from the answer's ETag;
