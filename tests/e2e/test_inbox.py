@@ -8,7 +8,7 @@ from playwright.sync_api import Browser, Page, expect
 from approvals.models import ApprovalRequest
 from tests.approvals.flow import waiting_claim
 from tests.conftest import user_with_roles
-from tests.e2e.conftest import log_in, screenshot
+from tests.e2e.conftest import browser_page, log_in, screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,12 +20,8 @@ def fast_polls(settings):
 
 @pytest.fixture
 def other_page(browser: Browser, live_server) -> Iterator[Page]:
-    """A second person's browser: a context of its own, with its own session."""
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
+    """A second person's browser."""
+    yield from browser_page(browser, live_server)
 
 
 def two_approvers_on(page: Page, other_page: Page, request: ApprovalRequest) -> None:

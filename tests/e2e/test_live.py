@@ -24,6 +24,15 @@ def waiting_run(order_id: str = "ORD-1002") -> Run:
     return run
 
 
+def open_cancel(page: Page, run: Run, reason: str) -> None:
+    """The operator opens the run's page and starts a cancel, with a reason typed in."""
+    user_with_roles("olga", "operator", password="olga-secret")
+    log_in(page, "olga", "olga-secret")
+    page.goto(f"/runs/{run.id}/")
+    page.locator("summary", has_text="Cancel the run").click()
+    page.fill("#run-actions details[open] textarea[name=reason]", reason)
+
+
 def is_poll(run: Run, status: int):
     return lambda response: response.url.endswith(f"/runs/{run.id}/") and response.status == status
 
@@ -46,12 +55,8 @@ def test_a_run_page_follows_the_database_and_polls_with_if_none_match(page: Page
 
 
 def test_an_action_shows_the_new_status_and_only_the_actions_it_allows(page: Page):
-    user_with_roles("olga", "operator", password="olga-secret")
     run = waiting_run()
-    log_in(page, "olga", "olga-secret")
-    page.goto(f"/runs/{run.id}/")
-    page.locator("summary", has_text="Cancel the run").click()
-    page.fill("#run-actions details[open] textarea[name=reason]", "the customer withdrew")
+    open_cancel(page, run, "the customer withdrew")
     page.locator("#run-actions details[open] input[name=confirm]").check()
     page.locator("#run-actions details[open] button[type=submit]").click()
     expect(page.locator("#run-status")).to_have_text("CANCELLED")
@@ -64,12 +69,8 @@ def test_an_action_shows_the_new_status_and_only_the_actions_it_allows(page: Pag
 
 
 def test_a_poll_waits_while_the_operator_fills_in_a_form(page: Page):
-    user_with_roles("olga", "operator", password="olga-secret")
     run = waiting_run()
-    log_in(page, "olga", "olga-secret")
-    page.goto(f"/runs/{run.id}/")
-    page.locator("summary", has_text="Cancel the run").click()
-    page.fill("#run-actions details[open] textarea[name=reason]", "half typed")
+    open_cancel(page, run, "half typed")
     Run.objects.filter(id=run.id).update(status=RunStatus.FAILED)
     # A poll asked for now is refused by live.js before it is sent: the form and what was typed stay.
     sent = page.evaluate("""() => htmx.ajax("GET", location.pathname, {source: "#run-live", target: "#run-live",
