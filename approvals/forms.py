@@ -8,6 +8,7 @@ from uuid import UUID
 from django import forms
 from django.utils.dateparse import parse_datetime
 
+from approvals.selectors import DEFAULT_TAB, TABS
 from durable.engine.approvals import Verdict
 from durable.labels import LabelledForm
 
@@ -25,6 +26,8 @@ class InboxFilters(LabelledForm, forms.Form):
     version = forms.IntegerField(min_value=1, required=False)
     business_key = forms.CharField(max_length=200, required=False)
     after = forms.CharField(required=False, widget=forms.HiddenInput)
+    tab = forms.ChoiceField(choices=[(name, tab.label) for name, tab in TABS.items()], required=False,
+                            initial=DEFAULT_TAB)
 
     FILTERS = ("kind", "workflow", "version", "business_key")
 

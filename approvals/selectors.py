@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.engine.approvals import ApprovalStatus
 
 LOOKUPS = {"status": "status", "kind": "kind", "workflow": "workflow_name", "version": "workflow_version",
@@ -46,12 +48,64 @@ def stuck_count(*, older_than: datetime, expiring_before: datetime) -> int:
     return pending.filter(Q(created_at__lt=older_than) | Q(expires_at__lt=expiring_before)).count()
 
 
-def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, size: int) -> list[ApprovalRequest]:
-    """Up to `size` + 1 pending requests after the page marker, soonest expiry first (the partial index's order).
+DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+EXPIRING_WITHIN = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Tab:
+    """One view of the inbox as a work queue: which requests it holds, for one user."""
+
+    name: str
+    label: str
+    holds: Any  # (user, now) -> Q over ApprovalRequest
+
+
+def _decided_by(user: AbstractBaseUser) -> Exists:
+    return Exists(ApprovalDecision.objects.filter(request_id=OuterRef("id"), user_id=user.pk))
+
+
+def _needs(user: AbstractBaseUser, now: datetime) -> Q:
+    """Requests this user may decide and has not: not their own run's, none they already approved."""
+    if not user.has_perm(DECIDE_PERMISSION):
+        return Q(pk__in=[])
+    return ~Q(run__created_by_id=user.pk) & ~Q(_decided_by(user))
+
+
+TABS = {tab.name: tab for tab in (
+    Tab("needs_me", "Needs me", _needs),
+    Tab("approved_by_me", "I approved, waiting for a second approver", lambda user, now: Q(_decided_by(user))),
+    Tab("started_by_me", "Started by me (I cannot approve)", lambda user, now: Q(run__created_by_id=user.pk)),
+    Tab("expiring", "Expiring within 1 h", lambda user, now: Q(expires_at__lt=now + EXPIRING_WITHIN)),
+    Tab("all", "All", lambda user, now: Q()),
+)}
+DEFAULT_TAB = "all"
+
+
+def tab_counts(user: AbstractBaseUser, filters: dict[str, Any]) -> dict[str, int]:
+    """How many requests each tab holds for `user` under the filters: one aggregate."""
+    now = timezone.now()
+    queryset = filter_requests(ApprovalRequest.objects.all(), filters)
+    return queryset.aggregate(**{name: Count("id", filter=tab.holds(user, now)) for name, tab in TABS.items()})
+
+
+def inbox_state(user: AbstractBaseUser, filters: dict[str, Any]) -> Any:
+    """What a live inbox's version reads: the tabs' counts and the requests' newest change."""
+    changed = filter_requests(ApprovalRequest.objects.all(), filters).aggregate(
+        created=Max("created_at"), approvals=Sum("approvals_count"))
+    return tab_counts(user, filters), changed
+
+
+def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, size: int, *,
+               tab: str = DEFAULT_TAB, user: AbstractBaseUser | None = None) -> list[ApprovalRequest]:
+    """Up to `size` + 1 pending requests of `tab` for `user` after the page marker, soonest expiry first (the
+    partial index's order).
 
     The extra row only tells the caller there is another page.
     """
     queryset = filter_requests(ApprovalRequest.objects.all(), filters)
+    if user is not None:
+        queryset = queryset.filter(TABS[tab].holds(user, timezone.now()))
     if after is not None:
         expires_at, request_id = after
         queryset = queryset.filter(Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, id__gt=request_id))
@@ -63,3 +117,18 @@ def newer_ask(request: ApprovalRequest) -> ApprovalRequest | None:
     """The request that replaced this one when the run asked again, if it did."""
     return (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__gt=request.ask)
             .order_by("-ask").first())
+
+
+def earlier_ask(request: ApprovalRequest) -> ApprovalRequest | None:
+    """The request this one replaced: the run's previous ask in the same step (refused, expired or invalidated)."""
+    return (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__lt=request.ask)
+            .order_by("-ask").first())
+
+
+def request_state(request_id: UUID) -> Any:
+    """What a live approval page's version reads: the request's decision columns, its run's status, and whether
+    the run asked again."""
+    found = ApprovalRequest.objects.filter(id=request_id).annotate(
+        asks=Max("run__approvals__ask"), decided=Count("decisions", distinct=True))
+    return found.values_list("status", "approvals_count", "approvers_required", "decided_at", "run__status",
+                             "asks", "decided").first()

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
-from approvals.selectors import newer_ask
+from approvals.selectors import DECIDE_PERMISSION, newer_ask
 from durable import dispatch
 from durable.engine.approvals import (
     ApprovalStatus,
@@ -42,7 +42,6 @@ from durable.security import record_refusal
 from durable.services import Conflict, Forbidden, InvalidInput, Unavailable, audit
 
 log = logging.getLogger("durable.approvals")
-DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
 def revalidate(request: ApprovalRequest) -> Revalidation:
@@ -152,6 +151,23 @@ def _check_not_starter(request: ApprovalRequest, user: AbstractBaseUser, verdict
                       verdict=verdict)
     except DecisionRefused as exc:
         raise Forbidden(str(exc)) from None
+
+
+def why_not_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str:
+    """Why `user` may not decide this open request now, in words; empty when they may.
+
+    The console offers Approve and Reject only when this is empty; decide() refuses by the same rules.
+    """
+    if not user.has_perm(DECIDE_PERMISSION):
+        return "you need the approver role to decide approvals"
+    try:
+        _check_not_starter(request, user, Verdict.APPROVE)
+    except Forbidden as exc:
+        return f"{exc}: another approver must decide it"
+    if request.decisions.filter(user_id=user.pk).exists():  # a reject would have closed it: this is an approval
+        return (f"you approved it; it waits for another approver ({request.approvals_count} of "
+                f"{request.approvers_required} approvals)")
+    return ""
 
 
 def _check_still_open(request: ApprovalRequest) -> None:

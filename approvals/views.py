@@ -22,7 +22,17 @@ from approvals import services
 from approvals.context_processors import VIEW_PERMISSION
 from approvals.forms import DecisionForm, InboxFilters, page_marker
 from approvals.models import ApprovalRequest
-from approvals.selectors import inbox_page, newer_ask
+from approvals.selectors import (
+    DEFAULT_TAB,
+    TABS,
+    earlier_ask,
+    inbox_page,
+    inbox_state,
+    newer_ask,
+    request_state,
+    tab_counts,
+)
+from durable.console import live
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.engine.approvals import ApprovalStatus, differences
 from durable.services import (
@@ -73,24 +83,44 @@ class Outcome:
     newer_request: dict[str, Any] | None = None  # the ask that replaced this request
 
 
+def _inbox_state(request: HttpRequest) -> Any:
+    filters = InboxFilters(request.GET)
+    return inbox_state(request.user, filters.filters()) if filters.is_valid() else None
+
+
 @login_required
 @permission_required(VIEW, raise_exception=True)
 @require_safe
+@live.live(_inbox_state)
 def inbox(request: HttpRequest) -> HttpResponse:
     filters = InboxFilters(request.GET)
+    tab = filters.cleaned_data.get("tab") or DEFAULT_TAB if filters.is_valid() else DEFAULT_TAB
     # A bad filter shows its error and no requests, rather than every request as if unfiltered.
-    found = inbox_page(filters.filters(), filters.cleaned_data["after"], PAGE) if filters.is_valid() else []
+    found = inbox_page(filters.filters(), filters.cleaned_data["after"], PAGE, tab=tab,
+                       user=request.user) if filters.is_valid() else []
     next_page = next_page_link(request, reverse("approvals:inbox"), found, PAGE,
                                lambda last: page_marker(last.expires_at, last.id))
-    context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page}
-    return fragment_or_page(request, "approvals/_inbox_rows.html", "approvals/inbox.html", context)
+    counts = tab_counts(request.user, filters.filters()) if filters.is_valid() else {}
+    context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page,
+               "tab": tab, "tabs": [(TABS[name], counts.get(name, 0), _tab_link(request, name)) for name in TABS]}
+    return fragment_or_page(request, "approvals/_inbox_live.html", "approvals/inbox.html", context)
+
+
+def _tab_link(request: HttpRequest, tab: str) -> str:
+    """The inbox on `tab`, with the filters kept and from its first page."""
+    query = request.GET.copy()
+    query.pop("after", None)
+    query["tab"] = tab
+    return f"{reverse('approvals:inbox')}?{query.urlencode()}"
 
 
 @login_required
 @permission_required(VIEW, raise_exception=True)
 @require_safe
+@live.live(lambda request, request_id: request_state(request_id))
 def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
-    return render(request, "approvals/detail.html", _detail_context(request, _approval(request_id)))
+    return fragment_or_page(request, "approvals/_detail_live.html", "approvals/detail.html",
+                            _detail_context(request, _approval(request_id)))
 
 
 @login_required
@@ -141,10 +171,11 @@ def _what_now(decided: ApprovalRequest) -> str:
 
 
 def _answer(request: HttpRequest, approval: ApprovalRequest, status: HTTPStatus, **panel: Any) -> HttpResponse:
-    """The decision panel alone for htmx, else the whole page around it, with the outcome's status."""
-    if request.htmx:
-        return render(request, "approvals/_decision.html", _panel(request, approval, **panel), status=status)
-    return render(request, "approvals/detail.html", _detail_context(request, approval, **panel), status=status)
+    """The request's live region for htmx (its decision panel and facts now), else the whole page around it,
+    with the outcome's status."""
+    live.stamp(request, request_state(approval.id))  # the region shows this state: its next poll answers 304
+    template = "approvals/_detail_live.html" if request.htmx else "approvals/detail.html"
+    return live.tagged(render(request, template, _detail_context(request, approval, **panel), status=status), request)
 
 
 def _approval(request_id: UUID) -> ApprovalRequest:
@@ -152,9 +183,12 @@ def _approval(request_id: UUID) -> ApprovalRequest:
 
 
 def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:
+    outcome = panel.get("outcome")
     return {
-        "facts": _facts(approval),
+        # A refusal's current values are the facts now: one table, not a second one in the panel.
+        "facts": outcome.current if outcome and outcome.current else _facts(approval),
         "newer": newer_ask(approval),
+        "earlier": earlier_ask(approval),
         "customer_message": (approval.run.input or {}).get("customer_message", ""),
         **_panel(request, approval, **panel),
     }
@@ -162,11 +196,12 @@ def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: An
 
 def _panel(request: HttpRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
            outcome: Outcome | None = None, offer_form: bool = True) -> dict[str, Any]:
-    can_decide = offer_form and approval.is_open and request.user.has_perm(DECIDE)
+    why_not = services.why_not_decide(approval, request.user) if approval.is_open else ""
     return {
         "approval": approval,
         "decisions": approval.decisions.select_related("user"),
-        "can_decide": can_decide,
+        "can_decide": offer_form and approval.is_open and not why_not,
+        "why_not": why_not,
         "form": form or DecisionForm(initial={"snapshot_hash": approval.snapshot_hash}),
         "outcome": outcome,
     }

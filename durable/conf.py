@@ -54,6 +54,9 @@ SETTINGS: dict[str, Setting] = {
     # The console, the API and the logins.
     "DURABLE_STUCK_APPROVAL_HOURS": Setting(24.0, "number", "After how many hours the overview and the alert "
                                             "call a pending approval stuck."),
+    "DURABLE_CONSOLE_POLL_SECONDS": Setting(5.0, "seconds", "How often an open console screen asks whether "
+                                            "what it shows changed (answered 304 while it did not; "
+                                            "docs/console.md gives the cost)."),
     "DURABLE_LOGIN_ATTEMPTS": Setting(5, "count", "Failed logins allowed per address and username within the "
                                       "window before the login forms answer 429."),
     "DURABLE_LOGIN_WINDOW_SECONDS": Setting(900, "count", "The window, in seconds, over which failed logins "

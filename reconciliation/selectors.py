@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from durable.conf import durable_settings
@@ -18,10 +19,29 @@ def awaiting_reconciliation(limit: int) -> list[SideEffect]:
 
     Up to `limit` + 1 rows: the extra one only tells the caller that there are more.
     """
+    return list(_waiting().select_related("run")[:limit + 1])
+
+
+def _waiting() -> QuerySet[SideEffect]:
     cutoff = timezone.now() - timedelta(seconds=durable_settings.DURABLE_RECONCILE_AFTER_SECONDS)
     waiting = Q(status=Op.UNKNOWN) | Q(status=Op.STARTED, updated_at__lt=cutoff)
-    return list(SideEffect.objects.filter(waiting).select_related("run")
-                .order_by("updated_at", "operation_id")[:limit + 1])
+    return SideEffect.objects.filter(waiting).order_by("updated_at", "operation_id")
+
+
+def queue_state(limit: int) -> Any:
+    """What a live queue's version reads: the rows it shows, by their last change and their run's status."""
+    return list(_waiting().values_list("operation_id", "status", "updated_at", "run__status")[:limit + 1])
+
+
+def operation_state(operation_id: str) -> Any:
+    """What a live operation page's version reads: the ledger row, its run's status and newest journal entry,
+    and how many operator actions the audit trail holds about it."""
+    row = SideEffect.objects.filter(operation_id=operation_id).annotate(
+        journal=Subquery(JournalEntry.objects.filter(run_id=OuterRef("run_id")).order_by()
+                         .values("run_id").annotate(latest=Max("id")).values("latest")),
+        actions=Subquery(OperatorAction.objects.filter(operation_id=OuterRef("operation_id")).order_by()
+                         .values("operation_id").annotate(n=Count("*")).values("n")))
+    return row.values_list("status", "updated_at", "resolved_at", "run__status", "journal", "actions").first()
 
 
 def operation_journal(operation: SideEffect) -> QuerySet[JournalEntry]:

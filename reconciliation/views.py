@@ -18,7 +18,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from durable.conf import durable_settings
-from durable.console.rendering import Outcome
+from durable.console import live
+from durable.console.rendering import Outcome, fragment_or_page
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
@@ -31,6 +32,8 @@ from reconciliation.selectors import (
     awaiting_reconciliation,
     operation_actions,
     operation_journal,
+    operation_state,
+    queue_state,
 )
 from reconciliation.services import (
     DID_NOT_HAPPEN,
@@ -52,17 +55,20 @@ SETTLED = {
 
 @contents_required
 @require_safe
+@live.live(lambda request: queue_state(LIMIT))
 def operations(request: HttpRequest) -> HttpResponse:
     found = awaiting_reconciliation(LIMIT)
     context = {"operations": found[:LIMIT], "more": len(found) > LIMIT,
                "started_after": durable_settings.DURABLE_RECONCILE_AFTER_SECONDS}
-    return render(request, "reconciliation/operations.html", context)
+    return fragment_or_page(request, "reconciliation/_queue.html", "reconciliation/operations.html", context)
 
 
 @contents_required
 @require_safe
+@live.live(lambda request, operation_id: operation_state(operation_id))
 def operation(request: HttpRequest, operation_id: str) -> HttpResponse:
-    return render(request, "reconciliation/operation.html", _page(request, _operation(operation_id)))
+    return fragment_or_page(request, "reconciliation/_operation_live.html", "reconciliation/operation.html",
+                            _page(request, _operation(operation_id)))
 
 
 # Asking and resolving show the operation too, so they need the contents rule and the permission to resolve.
@@ -141,8 +147,11 @@ def _answer(request: HttpRequest, row: SideEffect, status: HTTPStatus, panel_tem
 
 
 def _resolution_answer(request: HttpRequest, row: SideEffect, status: HTTPStatus, **panel: Any) -> HttpResponse:
-    return _answer(request, row, status, "reconciliation/_resolution.html",
-                   resolution=_resolution_panel(request, row, **panel))
+    """The operation's live region (its state now, the outcome, the resolution panel) for htmx, else the page."""
+    live.stamp(request, operation_state(row.operation_id))  # the region shows this state: its next poll is a 304
+    response = _answer(request, row, status, "reconciliation/_operation_live.html",
+                       resolution=_resolution_panel(request, row, **panel))
+    return live.tagged(response, request)
 
 
 def _operation(operation_id: str) -> SideEffect:

@@ -107,11 +107,16 @@ def runs_page(queryset: QuerySet[Run], after: tuple[datetime, UUID] | None, size
 
     The extra run only tells the caller there is another page.
     """
+    listed = runs_after(queryset, after).only(*LISTED)  # not the input, state or error JSON
+    return list(listed[:size + 1])
+
+
+def runs_after(queryset: QuerySet[Run], after: tuple[datetime, UUID] | None) -> QuerySet[Run]:
+    """The runs after the page marker, newest first (the run_created index's order)."""
     if after is not None:
         created_at, run_id = after
         queryset = queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=run_id))
-    listed = queryset.order_by("-created_at", "-id").only(*LISTED)  # not the input, state or error JSON
-    return list(listed[:size + 1])
+    return queryset.order_by("-created_at", "-id")
 
 
 def find_run(search: str) -> UUID | None:

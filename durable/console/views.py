@@ -23,9 +23,10 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from durable.conf import durable_settings
 from durable.api.filters import filter_runs
-from durable.console import bulk, selectors
+from durable.console import bulk, live, selectors
 from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ActionForm, RunsQuery, page_marker
+from durable.console.live_states import run_state, runs_state
 from durable.console.rendering import (
     Outcome,
     fragment_or_page,
@@ -55,15 +56,19 @@ def metrics_url() -> str | None:
 @require_safe
 def overview(request: HttpRequest) -> HttpResponse:
     found = selectors.overview()
+    unchanged = live.not_modified(request, live.stamp(request, repr(found)))
+    if unchanged:
+        return unchanged
     # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
     context = {"overview": found, "pending_approvals": found.pending_approvals, "metrics_url": metrics_url(),
                "stuck_hours": durable_settings.DURABLE_STUCK_APPROVAL_HOURS}
-    return fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context)
+    return live.tagged(fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context), request)
 
 
 @login_required
 @permission_required(VIEW, raise_exception=True)
 @require_safe
+@live.live(runs_state(PAGE))
 def runs(request: HttpRequest) -> HttpResponse:
     query = RunsQuery(data={k: v for k, v in request.GET.items() if v})
     # A bad filter shows its error and no runs, rather than every run as if unfiltered.
@@ -100,8 +105,10 @@ def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any])
 @login_required
 @permission_required(VIEW, raise_exception=True)
 @require_safe
+@live.live(run_state)
 def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
-    return render(request, "durable/run_detail.html", _detail_context(request, _run(run_id)))
+    return fragment_or_page(request, "durable/_run_live.html", "durable/run_detail.html",
+                            _detail_context(request, _run(run_id)))
 
 
 @contents_required
@@ -147,10 +154,10 @@ def _incomplete(request: HttpRequest, run: Run, action: str, form: ActionForm) -
 
 
 def _answer(request: HttpRequest, run: Run, status: HTTPStatus, **panel: Any) -> HttpResponse:
-    """The actions panel alone for htmx, else the whole run page around it, with the outcome's status."""
-    if request.htmx:
-        return render(request, "durable/_actions.html", _panel(request, run, **panel), status=status)
-    return render(request, "durable/run_detail.html", _detail_context(request, run, **panel), status=status)
+    """The run's live region for htmx (its new state, the outcome, the actions left), else the whole page."""
+    live.stamp(request, run_state(request, run.id))  # the region shows this state: its next poll answers 304
+    template = "durable/_run_live.html" if request.htmx else "durable/run_detail.html"
+    return live.tagged(render(request, template, _detail_context(request, run, **panel), status=status), request)
 
 
 def _run(run_id: UUID) -> Run:

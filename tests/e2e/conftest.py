@@ -32,13 +32,18 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
-@pytest.fixture
-def page(browser: Browser, live_server) -> Iterator[Page]:
+def browser_page(browser: Browser, live_server) -> Iterator[Page]:
+    """A page in a browser context of its own: its own cookies, so its own session."""
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def page(browser: Browser, live_server) -> Iterator[Page]:
+    yield from browser_page(browser, live_server)
 
 
 def screenshot(page: Page, name: str) -> Path:

@@ -156,21 +156,21 @@ def test_a_bad_filter_is_named_on_the_page_and_shows_no_requests(demo, viewer):
     assert list(response.context["approvals"]) == [] and "ORD-1001" not in html
 
 
-def test_an_htmx_inbox_request_gets_only_the_rows(demo, viewer):
+def test_an_htmx_inbox_request_gets_only_its_live_region(demo, viewer):
     waiting_claim("ORD-1001")
     waiting_claim("ORD-1003")
     response = viewer.get(inbox_url(), {"business_key": "ORD-1003"}, **HTMX)
     assert response.status_code == 200
     html = response.content.decode()
-    assert "<html" not in html and "<form" not in html and html.lstrip().startswith('<tr class="approval-row">')
+    assert "<html" not in html and "<form" not in html and html.lstrip().startswith('<div id="inbox-live"')
     assert "ORD-1003" in html and "ORD-1001" not in html
     assert "HX-Request" in response["Vary"]  # a cache keeps the rows and the page apart
 
 
-def test_the_inbox_filter_form_updates_the_rows_and_the_address(demo, viewer):
+def test_the_inbox_filter_form_updates_the_live_region_and_the_address(demo, viewer):
     html = viewer.get(inbox_url()).content.decode()
     form = re.search(r"<form[^>]*class=\"filters\"[^>]*>", html).group(0)
-    assert f'hx-get="{inbox_url()}"' in form and 'hx-target="#approval-rows"' in form and 'hx-push-url="true"' in form
+    assert f'hx-get="{inbox_url()}"' in form and 'hx-target="#inbox-live"' in form and 'hx-push-url="true"' in form
 
 
 def test_the_inbox_pages_by_expiry_and_keeps_the_filters(demo, viewer, monkeypatch):
@@ -204,11 +204,13 @@ def test_the_navigation_shows_the_pending_count_to_those_who_may_see_approvals(d
     assert "approvals-badge" not in runs_only and inbox_url() not in runs_only
 
 
-def test_htmx_fragments_do_not_count_pending_approvals(demo, viewer):
+def test_a_live_fragment_counts_pending_approvals_once_for_its_version_and_its_badge(demo, viewer):
     waiting_claim()
     with CaptureQueriesContext(connection) as queries:
-        viewer.get(inbox_url(), **HTMX)
-    assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
+        html = viewer.get(inbox_url(), **HTMX).content.decode()
+    counts = [q for q in queries.captured_queries if 'AS "__count" FROM "approvals_approvalrequest"' in q["sql"]]
+    assert len(counts) == 1
+    assert '<span id="approvals-badge" class="badge" title="pending approvals" hx-swap-oob="true">1</span>' in html
 
 
 def test_pages_load_only_script_files_the_project_ships(viewer):
@@ -266,7 +268,7 @@ def test_a_replaced_request_links_to_the_newer_ask(demo, approver):
 def test_an_approver_sees_the_decision_form_bound_to_the_snapshot_shown(demo, approver):
     _, request = waiting_claim()
     html = approver.get(detail_url(request)).content.decode()
-    assert f'hx-post="{decide_url(request)}"' in html and 'hx-target="#decision"' in html
+    assert f'hx-post="{decide_url(request)}"' in html and 'hx-target="#approval-live"' in html
     assert f'name="snapshot_hash" value="{request.snapshot_hash}"' in html
     assert 'name="verdict" value="approve"' in html and 'name="verdict" value="reject"' in html
 
@@ -279,7 +281,7 @@ def test_approving_through_the_console_swaps_in_the_decided_panel(demo, approver
     response = approve(approver, request, **HTMX)
     assert response.status_code == 200
     html = response.content.decode()
-    assert html.lstrip().startswith('<section id="decision"') and "<html" not in html
+    assert html.lstrip().startswith('<div id="approval-live"') and "<html" not in html
     assert "APPROVED" in html and "Approved. The run continues" in html and "<form" not in html
     assert re.search(r'<span id="approvals-badge" class="badge badge-empty"[^>]*hx-swap-oob="true">0</span>', html)
     request.refresh_from_db()
@@ -322,7 +324,7 @@ def test_a_rejection_without_a_reason_is_a_400_naming_the_field_and_writes_nothi
     response = reject(approver, request, reason="  ", **HTMX)
     assert response.status_code == 400
     html = response.content.decode()
-    assert html.lstrip().startswith('<section id="decision"')
+    assert html.lstrip().startswith('<div id="approval-live"')
     assert '<p class="error field-error">A rejection needs a reason.</p>' in html
     assert "<form" in html  # the approver fixes it in place
     assert nothing_written(request)
@@ -349,7 +351,7 @@ def test_a_stale_snapshot_hash_is_a_409_panel(demo, approver):
     response = approver.post(decide_url(request), {"verdict": "approve", "snapshot_hash": "0" * 64}, **HTMX)
     assert response.status_code == 409
     html = response.content.decode()
-    assert html.lstrip().startswith('<section id="decision"')
+    assert html.lstrip().startswith('<div id="approval-live"')
     assert "You decided on a snapshot that is not this request&#x27;s" in html
     assert "<form" not in html and "Reload this request" in html  # look again before deciding
     assert nothing_written(request)
@@ -362,7 +364,8 @@ def test_facts_changed_is_a_409_panel_with_the_current_values_and_the_request_in
     assert response.status_code == 409
     html = response.content.decode()
     assert "The facts changed since the request was made" in html and "INVALIDATED" in html
-    assert "<caption>The values now</caption>" in html and changed_row("refunded_amount", "0.00", "120.00") in html
+    # The values now, beside the snapshot, in the one facts table (never a second copy in the panel).
+    assert html.count('<table class="facts">') == 1 and changed_row("refunded_amount", "0.00", "120.00") in html
     request.refresh_from_db()
     assert request.status == "INVALIDATED" and not ApprovalDecision.objects.exists()
     assert list(operator_actions().values_list("action", "source")) == [("invalidate_approval", "console")]

@@ -79,16 +79,17 @@ def test_cancelling_a_finished_run_is_a_conflict_showing_its_status(console):
     assert not operator_actions().exists()
 
 
-def test_with_htmx_the_actions_panel_answers_in_place(console):
+def test_with_htmx_an_action_answers_with_the_runs_live_region_in_its_new_status(console):
     run = run_in(RunStatus.PENDING)
     refused = console.post(action_url(run, "cancel"), {}, **HTMX)
-    assert refused.status_code == 400 and refused.content.decode().startswith('<section id="run-actions"')
+    assert refused.status_code == 400 and refused.content.decode().lstrip().startswith('<div id="run-live"')
     assert "<details class=\"run-action\" open>" in refused.content.decode()  # the form with its error, open
     done = console.post(action_url(run, "cancel"), confirmed(), **HTMX)
     html = done.content.decode()
-    assert done.status_code == 200 and html.startswith('<section id="run-actions"') and "<html" not in html
+    assert done.status_code == 200 and html.lstrip().startswith('<div id="run-live"') and "<html" not in html
     assert "Cancelled. The run will not run again." in html
-    assert '<span id="run-status" class="status status-cancelled" hx-swap-oob="true">CANCELLED</span>' in html
+    assert '<span id="run-status" class="status status-cancelled">CANCELLED</span>' in html
+    assert "The run has ended; nothing more can be done to it." in html and "Cancel the run" not in html
     again = console.post(action_url(run, "cancel"), confirmed(), **HTMX)
     assert again.status_code == 409 and "Cannot cancel a run that is CANCELLED" in again.content.decode()
 
@@ -97,7 +98,7 @@ def test_the_action_forms_post_through_htmx_into_the_panel_with_a_required_confi
     run = run_in(RunStatus.PENDING)
     html = console.get(detail_url(run)).content.decode()
     url = action_url(run, "cancel")
-    assert f'<form method="post" action="{url}" hx-post="{url}" hx-target="#run-actions" hx-swap="outerHTML">' in html
+    assert f'<form method="post" action="{url}" hx-post="{url}" hx-target="#run-live" hx-swap="outerHTML">' in html
     assert '<input type="checkbox" name="confirm" required id="id_confirm"> I confirm: cancel the run' in html
 
 

@@ -255,7 +255,7 @@ def test_resolving_succeeded_without_an_external_reference_is_400_naming_it_and_
     response = resolver.post(resolve_url(row), succeeded_form(external_ref=""), **HTMX)
     html = response.content.decode()
     assert response.status_code == 400
-    assert html.startswith('<section id="resolution"')
+    assert html.lstrip().startswith('<div id="operation-live"') and '<section id="resolution"' in html
     assert "External reference: required when the operation succeeded" in html
     assert "Nothing was resolved" in html
     assert "seen in the notifications provider&#x27;s outbox" in html  # the form keeps what was typed

@@ -1,0 +1,45 @@
+"""What each live run screen's version reads (durable/console/live.py): a few columns, never the contents."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Max, OuterRef, Subquery
+from django.http import HttpRequest
+
+from durable.api.filters import filter_runs
+from durable.console import selectors
+from durable.console.forms import RunsQuery
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+
+
+def _latest(model: type, field: str) -> Subquery:
+    """The newest `field` of the run's rows in `model` (append-only tables grow; the ledger's rows change)."""
+    rows = model.objects.filter(run_id=OuterRef("id")).order_by().values("run_id")
+    return Subquery(rows.annotate(latest=Max(field)).values("latest"))
+
+
+def run_state(request: HttpRequest, run_id: UUID) -> Any:
+    """One query: the run's row, its newest journal entry and checkpoint, and its ledger's last change.
+
+    Every decision, expiry, wait and step writes one of them, so the run's page changes only when this does.
+    """
+    run = Run.objects.filter(id=run_id).annotate(
+        last_entry=_latest(JournalEntry, "id"), last_checkpoint=_latest(Checkpoint, "seq"),
+        last_ledger_change=_latest(SideEffect, "updated_at"))
+    return run.values_list("status", "updated_at", "fencing_token", "last_entry", "last_checkpoint",
+                           "last_ledger_change").first()
+
+
+def runs_state(size: int) -> Callable[[HttpRequest], Any]:
+    """The state of the runs list showing `size` runs a page."""
+    def state(request: HttpRequest) -> Any:
+        """The rows the list shows now (id, status, step, last change), read in the order the page reads them."""
+        query = RunsQuery(data={k: v for k, v in request.GET.items() if v})
+        if not query.is_valid() or "q" in query.validated_data:
+            return None  # an error or a search: the page shows no rows that can change
+        params = query.validated_data
+        runs = selectors.runs_after(filter_runs(Run.objects.all(), params), params.get("after"))
+        return list(runs.values_list("id", "status", "current_step", "updated_at")[:size + 1])
+    return state
