@@ -14,7 +14,7 @@ FIELD_LABELS: dict[str, str] = {
     "input": "Input", "idempotency_key": "Idempotency key", "after": "Page", "run": "Run",
     "reason": "Reason", "confirm": "Confirmation", "to_version": "To version", "from_version": "From version",
     # approvals
-    "kind": "Kind", "verdict": "Decision", "snapshot_hash": "Snapshot you saw",
+    "kind": "Kind", "verdict": "Decision", "snapshot_hash": "Snapshot you saw", "tab": "Queue",
     # reconciliation
     "outcome": "Outcome", "external_ref": "External reference", "result": "Result (JSON object)",
     "follow_up": "If it did not happen", "operation_id": "Operation id", "action": "Action",

@@ -20,7 +20,12 @@ class Outcome:
 
 def fragment_or_page(request: HttpRequest, fragment: str, page: str, context: dict[str, Any],
                      status: int = HTTPStatus.OK) -> HttpResponse:
-    """htmx asked for the rows (or a panel); a browser for the whole page."""
+    """htmx asked for the rows (or a panel); a browser for the whole page.
+
+    A list whose filters are refused answers 400 with its error row (htmx-config swaps 400s in place).
+    """
+    if context.get("errors") and status == HTTPStatus.OK:
+        status = HTTPStatus.BAD_REQUEST
     response = render(request, fragment if request.htmx else page, context, status=status)
     patch_vary_headers(response, ("HX-Request",))  # a cache must not serve the fragment as the page
     return response

@@ -101,7 +101,8 @@ def test_the_inbox_shows_the_absolute_expiry_as_a_machine_readable_time(queue, p
 
 def test_a_bad_tab_is_a_400_naming_it(people):
     response = client_for(people["bob"]).get(reverse("approvals:inbox"), {"tab": "mine"})
-    assert "tab: Select a valid choice." in response.content.decode()
+    assert response.status_code == 400
+    assert "Queue: Select a valid choice." in response.content.decode()
 
 
 # The decision panel offers only what this user may still do, and says why not
