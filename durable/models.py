@@ -195,6 +195,12 @@ class SideEffect(models.Model):
     def __str__(self) -> str:
         return f"{self.action_name} {self.operation_id} {self.status}"
 
+    @property
+    def notice(self) -> dict[str, Any]:
+        """What a notification of this operation says (durable.signals.operator_event's detail)."""
+        return {"action": self.action_name, "business_key": self.business_key, "downstream": self.downstream,
+                "evidence": (self.last_error or {}).get("evidence", "")}
+
 
 class AppendOnly(Exception):
     """The audit trail is append-only: no path of the application changes or removes a row."""
@@ -354,3 +360,12 @@ class DrillRecord(models.Model):
     def __str__(self) -> str:
         verdict = "passed" if self.passed else "failed"
         return f"drill of {self.workflow_name} v{self.workflow_version} {verdict} at {self.finished_at:%Y-%m-%d %H:%M}"
+
+
+# Notifications keep their models in their own package; the app (and its migrations) is this one.
+from durable.notifications.models import (  # noqa: E402,F401
+    DeliveryAttempt,
+    NotificationDelivery,
+    NotificationEvent,
+    NotificationPreference,
+)
