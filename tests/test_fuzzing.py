@@ -99,6 +99,7 @@ FORM_FIELDS = {
     "reconciliation:resolve": ["outcome", "external_ref", "result", "follow_up", "reason"],
     "durable:tokens": ["name", "days", "owner"],
     "durable:token-revoke": ["reason"],
+    "durable:notifications": ["events", "channels"],
     "durable:login": ["username", "password", "next"],
     "rest_framework:login": ["username", "password", "next"],
     "durable:logout": ["next"],

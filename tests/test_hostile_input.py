@@ -272,6 +272,7 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "approvals:decide",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:login", "durable:logout",
+    "durable:notifications",
     "rest_framework:login", "rest_framework:logout",
 ]
 LOGIN_FORMS = ("durable:login", "rest_framework:login")

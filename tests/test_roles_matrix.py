@@ -50,6 +50,8 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("GET", "/tokens/", ()),  # every user manages their own tokens
         ("POST", "/tokens/", ()),
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
+        ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role
+        ("POST", "/notifications/", (VIEW_RUN,)),
         # API
         ("GET", "/api/runs/", (VIEW_RUN,)),
         ("POST", "/api/runs/", ("durable.start_run",)),

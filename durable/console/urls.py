@@ -6,6 +6,7 @@ from durable.console import tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
+from durable.notifications.views import preferences as notification_preferences
 
 register_converter(SeqConverter, "seq")
 register_converter(RowIdConverter, "row_id")
@@ -21,5 +22,6 @@ urlpatterns = [
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
+    path("notifications/", notification_preferences, name="notifications"),
     *(path(f"runs/<uuid:run_id>/{name}/", views.act, {"action": name}, name=f"run-{name}") for name in ACTIONS),
 ]
