@@ -3,7 +3,22 @@
 import django.db.models.deletion
 import uuid
 from django.conf import settings
+from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
+
+
+def grant_admin_role(apps, schema_editor):
+    """The admin role sees everyone's deliveries in the admin (durable.roles.NOTIFICATIONS)."""
+    app_config = apps.get_app_config("durable")
+    app_config.models_module = True  # permissions are normally created after all migrations; the role needs them now
+    create_permissions(app_config, apps=apps, verbosity=0)
+    app_config.models_module = None
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    views = Permission.objects.filter(content_type__app_label="durable", codename__in=[
+        "view_notificationevent", "view_notificationdelivery", "view_deliveryattempt"])
+    for group in Group.objects.filter(name="admin"):
+        group.permissions.add(*views)
 
 
 class Migration(migrations.Migration):
@@ -11,6 +26,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('durable', '0010_active_business_key'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+        ('auth', '0012_alter_user_first_name_max_length'),
     ]
 
     operations = [
@@ -96,4 +112,5 @@ class Migration(migrations.Migration):
             model_name='notificationdelivery',
             constraint=models.UniqueConstraint(fields=('event', 'user', 'channel'), name='notify_once_per_recipient'),
         ),
+        migrations.RunPython(grant_admin_role, migrations.RunPython.noop),
     ]
