@@ -1,4 +1,4 @@
-"""The notification tasks workers run (found by name, durable.notifications.queueing): fan an event out, send one delivery."""
+"""The notification tasks (sent by name, durable.notifications.queueing): fan an event out, send one delivery."""
 from __future__ import annotations
 
 from celery import shared_task
