@@ -19,7 +19,9 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approvers_needed, object_hash, snapshot_hash
 from durable.engine.errors import AwaitingApproval, NonRetryableError
+from durable.engine.notifications import EventKind
 from durable.models import JournalEntry
+from durable.signals import operator_event
 from durable.store import Lease, RunStore
 
 MAX_ASKS = 5  # asking again is for facts that moved, not a loop
@@ -149,6 +151,8 @@ class Gate:
                 last_check={"current": check.current, "problems": []},
             )
             self._wait(request, "asked" if number == 1 else "asked again")
+            operator_event.send(Gate, kind=EventKind.APPROVAL_REQUESTED,
+                                run_id=self.run_id, subject=request.id, detail=request.notice)
         raise AwaitingApproval(request.id)
 
     def _wait(self, request: ApprovalRequest, event: str) -> None:

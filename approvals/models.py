@@ -74,6 +74,12 @@ class ApprovalRequest(models.Model):
             return timezone.now() - self.created_at
         return self.decided_at - self.created_at if self.decided_at else None
 
+    @property
+    def notice(self) -> dict[str, object]:
+        """What a notification of this request says (durable.signals.operator_event's detail)."""
+        return {"approval": self.kind, "business_key": self.business_key, "workflow": self.workflow_name,
+                "expires_at": self.expires_at.isoformat(), "approvers_required": self.approvers_required}
+
 
 class ApprovalDecision(models.Model):
     """One person's approve or reject on one request; append-only."""

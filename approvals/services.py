@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -25,6 +25,7 @@ from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.selectors import DECIDE_PERMISSION, newer_ask
 from durable import dispatch
+from durable.conf import durable_settings
 from durable.engine.approvals import (
     ApprovalStatus,
     DecisionRefused,
@@ -35,11 +36,13 @@ from durable.engine.approvals import (
     check_decider,
 )
 from durable.engine.errors import classify
+from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SecurityEvent
 from durable.scope import runs_in_scope
 from durable.security import record_refusal
 from durable.services import Conflict, Forbidden, InvalidInput, Unavailable, audit
+from durable.signals import operator_event
 
 log = logging.getLogger("durable.approvals")
 
@@ -265,8 +268,26 @@ def expire(request_id: UUID) -> bool:
         _journal_at(request.run_id, request.step, {"event": "expired", "request": str(request_id),
                                                    "kind": request.kind, "path": request.on_expiry},
                     at=request.decided_at)
+        operator_event.send(expire, kind=EventKind.APPROVAL_EXPIRED,
+                            run_id=request.run_id, subject=request_id, detail=request.notice)
         _wake(request.run_id)
     return True
+
+
+def warn_expiring(limit: int = 500) -> int:
+    """The sweeper's warning of pending requests within DURABLE_NOTIFY_EXPIRY_WARNING_SECONDS of expiring.
+
+    Sent at every sweep while a request is in that hour; the outbox keeps one event per request (its key).
+    """
+    lead = timedelta(seconds=durable_settings.DURABLE_NOTIFY_EXPIRY_WARNING_SECONDS)
+    soon = list(ApprovalRequest.objects.filter(runs_in_scope("run__"), status=ApprovalStatus.PENDING,
+                                               expires_at__gt=Now(), expires_at__lte=timezone.now() + lead)
+                .order_by("expires_at")[:limit])
+    for request in soon:
+        with transaction.atomic():
+            operator_event.send(warn_expiring, kind=EventKind.APPROVAL_EXPIRING, run_id=request.run_id,
+                                subject=request.id, detail=request.notice)
+    return len(soon)
 
 
 def close_for_run(run: Run, why: str) -> int:

@@ -14,8 +14,11 @@ from django.http import HttpRequest
 from durable.models import (
     ApiToken,
     Checkpoint,
+    DeliveryAttempt,
     DrillRecord,
     JournalEntry,
+    NotificationDelivery,
+    NotificationEvent,
     OperatorAction,
     Run,
     SecurityEvent,
@@ -107,3 +110,32 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 class DrillRecordAdmin(ReadOnlyAdmin):
     list_display = ("finished_at", "workflow_name", "workflow_version", "passed", "runs", "database", "broker")
     list_filter = ("passed", "workflow_name")
+
+
+# Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.
+class AttemptInline(admin.TabularInline):
+    model = DeliveryAttempt
+    extra = 0
+    can_delete = False
+    readonly_fields = ("number", "fencing_token", "started_at", "finished_at", "outcome", "status_code", "error")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(NotificationEvent)
+class NotificationEventAdmin(ContentsAdmin):  # its detail holds evidence and errors
+    list_display = ("occurred_at", "kind", "subject", "run", "fanned_out_at")
+    list_filter = ("kind",)
+    search_fields = ("subject", "key")
+
+
+@admin.register(NotificationDelivery)
+class NotificationDeliveryAdmin(ReadOnlyAdmin):
+    list_display = ("id", "user", "channel", "status", "attempts", "created_at", "sent_at", "last_error")
+    list_filter = ("status", "channel")
+    search_fields = ("id", "user__username")
+    inlines = [AttemptInline]

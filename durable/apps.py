@@ -11,10 +11,13 @@ class DurableConfig(AppConfig):
 
     def ready(self) -> None:
         from durable import checks  # noqa: F401  registers the launch checks
+        from durable.notifications import checks as _notify_checks  # noqa: F401  and the webhook's
         from durable import role_audit
         from durable.console import timezones
+        from durable.notifications import receivers as notifications
         from durable.registry import discover
 
         discover(durable_settings.DURABLE_WORKFLOW_MODULES)
         role_audit.connect()
         timezones.connect()
+        notifications.connect()

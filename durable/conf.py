@@ -73,6 +73,25 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_METRICS_DIR": Setting(None, "path", "Where every process writes its Prometheus counters; "
                                    "PROMETHEUS_MULTIPROC_DIR wins when set; unset: a folder in the system's "
                                    "temporary directory.", optional=True),
+    # Notifications (docs/notifications.md): events an operator asked for, by email and to the install's webhook.
+    "DURABLE_NOTIFY_WEBHOOK_URL": Setting("", "url", "The one webhook endpoint notifications are POSTed to, set by "
+                                          "whoever deploys (never by a console user: docs/security.md); empty: "
+                                          "no webhook channel."),
+    "DURABLE_NOTIFY_WEBHOOK_SECRET": Setting("", "text", "The secret the Durable-Signature header's HMAC-SHA256 "
+                                             "is keyed with; the receiver holds the same."),
+    "DURABLE_NOTIFY_CONSOLE_URL": Setting("", "url", "Where the console is (https://ops.example.com/durable), so a "
+                                          "message links to its page; empty: messages carry the path only."),
+    "DURABLE_NOTIFY_EXPIRY_WARNING_SECONDS": Setting(3600.0, "seconds", "How long before an approval expires the "
+                                                     "sweeper warns of it."),
+    "DURABLE_NOTIFY_DIGEST_AFTER": Setting(10, "count", "Messages per recipient and channel within one digest "
+                                           "window; past it the rest wait for one digest at the window's end."),
+    "DURABLE_NOTIFY_DIGEST_WINDOW_SECONDS": Setting(900.0, "seconds", "The digest window (aligned to the clock)."),
+    "DURABLE_NOTIFY_MAX_ATTEMPTS": Setting(8, "count", "Attempts at a delivery before it is FAILED (shown on the "
+                                           "notifications page and in the admin)."),
+    "DURABLE_NOTIFY_RETRY_SECONDS": Setting(10.0, "seconds", "The wait before a failed delivery's second attempt; "
+                                            "it doubles at each attempt, up to an hour."),
+    "DURABLE_NOTIFY_LEASE_SECONDS": Setting(60.0, "seconds", "How long a worker's claim on a delivery lasts; after "
+                                            "it the sweeper sends the delivery again (same delivery id)."),
     # Downstreams and the demo workflow.
     "DURABLE_HTTP_TIMEOUT_SECONDS": Setting(5.0, "seconds", "The timeout of the HTTP clients of the demo's "
                                             "downstreams and LLM; at most half of DURABLE_LEASE_SECONDS "

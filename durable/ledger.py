@@ -13,7 +13,9 @@ from durable.downstream import Outcome
 from durable.engine.errors import OperationConflict, RetryableError
 from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.notifications import EventKind
 from durable.models import JournalEntry, SideEffect
+from durable.signals import operator_event
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.ledger")
@@ -79,7 +81,10 @@ def mark_failed(db: RunStore, lease: Lease, row: SideEffect, *, retryable: bool,
 
 def mark_unknown(db: RunStore, lease: Lease, row: SideEffect, *, evidence: str) -> None:
     """The one place a worker marks an operation UNKNOWN (the sweeper has its own, reconciliation.sweeper)."""
-    _move(db, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
+    with transaction.atomic():  # the event is recorded with the move (one statement on Postgres otherwise)
+        _move(db, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
+        operator_event.send(mark_unknown, kind=EventKind.OPERATION_UNKNOWN,
+                            run_id=row.run_id, subject=row.operation_id, occurrence=row.attempts, detail=row.notice)
     metrics.operation_unknown(row.action_name)
     log.warning("operation %s (%s) is UNKNOWN: %s", row.operation_id, row.action_name, evidence)
 

@@ -203,6 +203,12 @@ class SideEffect(models.Model):
     def __str__(self) -> str:
         return f"{self.action_name} {self.operation_id} {self.status}"
 
+    @property
+    def notice(self) -> dict[str, Any]:
+        """What a notification of this operation says (durable.signals.operator_event's detail)."""
+        return {"action": self.action_name, "business_key": self.business_key, "downstream": self.downstream,
+                "evidence": (self.last_error or {}).get("evidence", "")}
+
 
 class AppendOnly(Exception):
     """The audit trail is append-only: no path of the application changes or removes a row."""
@@ -377,3 +383,12 @@ class OperatorPreferences(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}: {self.time_zone}"
+
+
+# Notifications keep their models in their own package; the app (and its migrations) is this one.
+from durable.notifications.models import (  # noqa: E402,F401
+    DeliveryAttempt,
+    NotificationDelivery,
+    NotificationEvent,
+    NotificationPreference,
+)

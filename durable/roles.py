@@ -12,6 +12,8 @@ VIEW = (
 DECIDE = ("approvals.decide_approvalrequest",)
 RESOLVE = ("durable.resolve_sideeffect",)
 TOKENS = ("durable.manage_apitoken",)  # create and revoke anyone's API tokens (everyone manages their own)
+# Everyone's notification deliveries and their attempts, in the admin (everyone sees their own on /notifications/).
+NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdelivery", "durable.view_deliveryattempt")
 STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run")
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
@@ -20,7 +22,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     APPROVER: VIEW + DECIDE,  # decide approvals
     RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
     OPERATOR: VIEW + STEER,  # start, cancel, retry, resume, migrate runs
-    ADMIN: VIEW + DECIDE + RESOLVE + STEER + TOKENS,  # all of it; the admin site also needs is_staff
+    ADMIN: VIEW + DECIDE + RESOLVE + STEER + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
 }
 
 

@@ -5,3 +5,10 @@ from django.dispatch import Signal
 # A receiver returns what it stopped, in words, for the cancel's answer (or nothing): approvals
 # closes the run's pending requests (approvals/receivers.py).
 run_cancelled = Signal()
+
+# Something an operator may want to be told of happened (durable.engine.notifications.EventKind). Sent
+# inside the transaction of the change itself, so the event is recorded exactly when the change is
+# (durable/notifications/receivers.py writes the outbox row). Arguments: `kind`, `run_id`, `subject`
+# (the run, request or operation id), `occurrence` (tells two events of one subject apart, e.g. the
+# fencing token; "" when the subject has only one) and `detail` (a dict for the message).
+operator_event = Signal()

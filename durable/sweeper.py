@@ -22,6 +22,7 @@ from durable import dispatch
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
 from durable.models import Run
+from durable.notifications import sweeper as notifications
 from durable.scope import runs_in_scope
 
 
@@ -70,17 +71,22 @@ class SweepReport:
     reconciled: int
     expired_approvals: int
     enqueued: int
+    notifications: int = 0  # deliveries (digests included) sent to the workers
 
     def __str__(self) -> str:
         return (f"reconciled {self.reconciled} stale operation(s), expired {self.expired_approvals} approval(s), "
-                f"re-enqueued {self.enqueued} run(s)")
+                f"re-enqueued {self.enqueued} run(s), sent {self.notifications} notification(s) to the workers")
 
 
 def sweep_all() -> SweepReport:
-    """One beat of the sweeper: settle stale operations, expire approvals, re-send due runs."""
-    from approvals.services import expire_due  # the apps that build on the core
+    """One beat of the sweeper: settle stale operations, expire approvals (and warn of those about to), re-send
+    due runs and due notifications."""
+    from approvals.services import expire_due, warn_expiring  # the apps that build on the core
     from reconciliation.sweeper import reconcile_stale
 
     reconciled = reconcile_stale()
     expired = expire_due()
-    return SweepReport(reconciled, len(expired), len(sweep()))
+    warn_expiring()
+    enqueued = len(sweep())
+    notified = notifications.sweep()
+    return SweepReport(reconciled, len(expired), enqueued, notified.digests + notified.resent)

@@ -13,9 +13,11 @@ from durable import logs, metrics
 from durable.downstream import Downstream, get_downstream
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.scope import runs_in_scope
+from durable.signals import operator_event
 from reconciliation.reconciler import NOT_FOUND, RETRY_SAME_KEY, Finding, investigate
 
 log = logging.getLogger("durable.reconciliation")
@@ -85,10 +87,15 @@ def _move(row: SideEffect, target: Op, decision: str, evidence: str, **fields: o
             detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, "by": "sweeper"},
         )
         if target == Op.UNKNOWN:
-            Run.objects.filter(id=run.id, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY],
-                               fencing_token=run.fencing_token).exclude(lease_expires_at__gte=now).update(
-                status=RunStatus.NEEDS_ATTENTION, lease_owner=None, lease_expires_at=None, updated_at=now,
-                error={"kind": "unknown_side_effect", "operation_id": row.operation_id, "message": evidence})
+            operator_event.send(_move, kind=EventKind.OPERATION_UNKNOWN, run_id=run.id, subject=row.operation_id,
+                                occurrence=row.attempts, detail={**row.notice, "evidence": evidence})
+            error = {"kind": "unknown_side_effect", "operation_id": row.operation_id, "message": evidence}
+            if Run.objects.filter(id=run.id, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY],
+                                  fencing_token=run.fencing_token).exclude(lease_expires_at__gte=now).update(
+                    status=RunStatus.NEEDS_ATTENTION, lease_owner=None, lease_expires_at=None, updated_at=now,
+                    error=error):
+                operator_event.send(_move, kind=EventKind.RUN_NEEDS_ATTENTION, run_id=run.id,
+                                    occurrence=run.fencing_token, detail=error)
     if target == Op.UNKNOWN:
         metrics.operation_unknown(row.action_name)
     return 1

@@ -16,7 +16,7 @@ from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.engine.states import RunStatus
-from durable.models import ApiToken, Checkpoint, JournalEntry, Run, SideEffect
+from durable.models import ApiToken, Checkpoint, JournalEntry, NotificationPreference, Run, SideEffect
 from durable.roles import OPERATOR
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, user_with_roles
@@ -156,6 +156,7 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "durable:tokens": (None, {"name": "nightly export", "days": "30"}),
         "durable:token-revoke": (None, {"reason": "the service was retired"}),
         "durable:preferences": (None, {"time_zone": "Europe/Paris"}),
+        "durable:notifications": (None, {"events": "run_failed"}),
         "durable:login": (None, {"username": username, "password": f"pw-{username}"}),
         "rest_framework:login": (None, {"username": username, "password": f"pw-{username}"}),
         "durable:logout": (None, {}),
@@ -175,6 +176,7 @@ def written() -> dict[str, Any]:
         "decisions": ApprovalDecision.objects.count(),
         "audit": operator_actions().count(),
         "api_tokens": sorted(ApiToken.objects.values_list("id", "revoked_at")),
+        "notification_preferences": sorted(NotificationPreference.objects.values_list("user_id", "events", "channels")),
     }
 
 

@@ -102,6 +102,7 @@ FORM_FIELDS = {
     "durable:tokens": ["name", "days", "owner"],
     "durable:token-revoke": ["reason"],
     "durable:preferences": ["time_zone", "from_browser"],
+    "durable:notifications": ["events", "channels"],
     "durable:login": ["username", "password", "next", "time_zone"],
     "rest_framework:login": ["username", "password", "next"],
     "durable:logout": ["next"],

@@ -277,6 +277,7 @@ CONSOLE_FORMS = [
     "durable:bulk-retry", "approvals:decide",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
     "durable:login", "durable:logout",
+    "durable:notifications",
     "rest_framework:login", "rest_framework:logout",
 ]
 LOGIN_FORMS = ("durable:login", "rest_framework:login")

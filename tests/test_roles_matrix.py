@@ -54,6 +54,8 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
+        ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role
+        ("POST", "/notifications/", (VIEW_RUN,)),
         # API
         ("GET", "/api/runs/", (VIEW_RUN,)),
         ("POST", "/api/runs/", ("durable.start_run",)),

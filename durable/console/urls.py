@@ -7,6 +7,7 @@ from durable.console import bulk, preferences, tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
+from durable.notifications.views import preferences as notification_preferences
 
 register_converter(SeqConverter, "seq")
 register_converter(RowIdConverter, "row_id")
@@ -25,5 +26,6 @@ urlpatterns = [
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
     *(path(f"runs/bulk/{name}/", bulk.bulk_action, {"action": name}, name=f"bulk-{name}")
       for name in bulk_actions.BULK_ACTIONS),
+    path("notifications/", notification_preferences, name="notifications"),
     *(path(f"runs/<uuid:run_id>/{name}/", views.act, {"action": name}, name=f"run-{name}") for name in ACTIONS),
 ]

@@ -12,9 +12,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from durable.engine.errors import LeaseLost
+from durable.engine.notifications import EventKind
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE, RunStatus
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.signals import operator_event
 
 
 @dataclass
@@ -150,6 +152,8 @@ class RunStore:
             self._fenced(lease, now, status=RunStatus.NEEDS_ATTENTION, error=detail, lease_owner=None,
                          lease_expires_at=None)
             self._journal(lease, now, JournalEntry.Kind.NEEDS_ATTENTION, step, detail=detail)
+            operator_event.send(RunStore, kind=EventKind.RUN_NEEDS_ATTENTION,
+                                run_id=lease.run_id, occurrence=lease.token, detail=detail)
 
     def wait_for_approval(self, lease: Lease, step: str, detail: dict[str, Any]) -> None:
         """The step asked a human: release the run (it may wait for days; nothing holds a worker)."""
@@ -252,6 +256,8 @@ class RunStore:
                 lease_owner=None, lease_expires_at=None,
             )
             self._journal(lease, now, JournalEntry.Kind.FAILED, step, detail={"attempt": attempt, "error": error})
+            operator_event.send(RunStore, kind=EventKind.RUN_FAILED,
+                                run_id=lease.run_id, occurrence=lease.token, detail=error)
 
     def block(self, lease: Lease, step: str, kind: str, reason: dict[str, Any]) -> None:
         """Stop the run on the replay contract: it waits for an operator, never runs on new code."""

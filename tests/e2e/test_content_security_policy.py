@@ -28,7 +28,8 @@ def test_every_screen_loads_under_the_policy_without_a_violation(page: Page, own
     violations = collect_violations(page)
     log_in(page, "ada", "ada-secret")
     screens = ["/", "/runs/", f"/runs/{run.id}/", "/approvals/", "/reconciliation/", "/audit/",
-               "/api/", "/api/runs/", f"/api/runs/{run.id}/", "/admin/", "/admin/durable/run/"]
+               "/notifications/", "/api/", "/api/runs/", f"/api/runs/{run.id}/", "/admin/", "/admin/durable/run/",
+               "/admin/durable/notificationdelivery/"]
     for screen in screens:
         response = page.goto(screen)
         assert response is not None and response.status == 200, screen
