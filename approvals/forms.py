@@ -9,6 +9,7 @@ from django import forms
 from django.utils.dateparse import parse_datetime
 
 from approvals.selectors import DEFAULT_TAB, TABS
+from durable.console.fields import ReasonField
 from durable.engine.approvals import Verdict
 from durable.labels import LabelledForm
 
@@ -53,7 +54,7 @@ class InboxFilters(LabelledForm, forms.Form):
 class DecisionForm(LabelledForm, forms.Form):
     verdict = forms.ChoiceField(choices=[(v.value, v.value) for v in Verdict])
     # Optional here: the service says when a reason is required (to reject), in one place.
-    reason = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = ReasonField()
     snapshot_hash = forms.RegexField(r"^[0-9a-f]{64}$", widget=forms.HiddenInput,
                                      error_messages={"invalid": "the page did not say which snapshot you saw; "
                                                                 "reload it and decide again"})

@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 
+from durable.console.fields import ReasonField
 from durable.engine.json_values import UnstorableJSON, parse_json
 from durable.labels import LabelledForm
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
@@ -24,8 +25,7 @@ class ResolveForm(LabelledForm, forms.Form):
         (FAIL, "fail the step"),
     ])
     # Optional here: the service says a reason is required, in one place for the console and the API.
-    reason = forms.CharField(required=False, max_length=4000, widget=forms.Textarea(attrs={"rows": 3}),
-                             help_text="the evidence the resolution rests on")
+    reason = ReasonField(rows=3, help_text="the evidence the resolution rests on")
 
     def clean_result(self) -> dict[str, Any] | None:
         text = self.cleaned_data["result"].strip()

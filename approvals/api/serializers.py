@@ -4,6 +4,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from approvals.models import APPROVAL_STATUS_CHOICES, ApprovalDecision, ApprovalRequest
+from durable.engine.limits import REASON_MAX_LENGTH
 
 
 class DecisionSerializer(serializers.ModelSerializer):
@@ -48,7 +49,7 @@ class ApprovalFilterSerializer(serializers.Serializer):
 
 class DecideSerializer(serializers.Serializer):
     snapshot_hash = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="the hash of the snapshot you looked at")
-    reason = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="",
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, required=False, allow_blank=True, default="",
                                    help_text="required to reject")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
+from durable.engine.limits import REASON_MAX_LENGTH
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
@@ -30,7 +31,7 @@ class StartRunSerializer(serializers.Serializer):
         help_text="leave out to start the workflow's current version (the newest). Older versions only finish "
                   "the runs pinned to them: starting one needs the durable.start_older_version permission "
                   "(403 without it) and is audited with `reason`")
-    reason = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="",
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, required=False, allow_blank=True, default="",
                                    help_text="why an older version is started (recorded in the audit trail)")
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
                                             help_text="or the Idempotency-Key header: a retry returns the same run")
@@ -42,7 +43,7 @@ class StartRunSerializer(serializers.Serializer):
 
 
 class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, required=False, allow_blank=True, default="")
 
 
 class MigrateSerializer(ReasonSerializer):

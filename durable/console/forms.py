@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from durable.api.filters import RunFilterSerializer
 from durable.labels import LabelledForm
+from durable.console.fields import ReasonField
 from durable.models import Run
 
 MARKER_SEPARATOR = "~"
@@ -39,7 +40,7 @@ class RunsQuery(RunFilterSerializer):
 
 
 class ActionForm(LabelledForm, forms.Form):
-    reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = ReasonField()
     # The confirmation step, kept by the server: an unticked box is a 400 and nothing happens.
     confirm = forms.BooleanField(error_messages={"required": "tick “I confirm” to go ahead; nothing was done"})
 

@@ -18,6 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from durable.labels import LabelledForm
+from durable.console.fields import ReasonField
 from durable.services import Conflict, Forbidden, InvalidInput
 from durable.tokens import MANAGE, create_token, revoke_token, token_lifetime, visible_tokens
 
@@ -32,7 +33,7 @@ class TokenForm(LabelledForm, forms.Form):
 
 
 class RevokeForm(LabelledForm, forms.Form):
-    reason = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = ReasonField()
 
 
 @login_required

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from durable.api.serializers import SideEffectSerializer, TextJSONField
+from durable.engine.limits import REASON_MAX_LENGTH
 from durable.models import SideEffect
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
 
@@ -19,7 +20,7 @@ class OperationSerializer(SideEffectSerializer):
 
 class ResolveSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=[SUCCEEDED, DID_NOT_HAPPEN])
-    reason = serializers.CharField(max_length=4000, help_text="the evidence the resolution rests on")
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, help_text="the evidence the resolution rests on")
     external_ref = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     result = TextJSONField(required=False, default=dict)
     follow_up = serializers.ChoiceField(choices=[RETRY, FAIL], required=False, allow_blank=True, default="",

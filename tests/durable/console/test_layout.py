@@ -28,7 +28,8 @@ def test_every_page_template_extends_the_apps_layout():
 
 
 def test_the_consoles_static_files_ship_with_the_app():
-    for name in ("durable/console.css", "durable/countdown.js", "durable/answer-panels.js"):
+    for name in ("durable/console.css", "durable/countdown.js", "durable/answer-panels.js", "durable/limits.js",
+                 "durable/stacked-tables.js"):
         found = finders.find(name)
         assert found and Path(found).is_relative_to(Path(django_settings.BASE_DIR) / "durable" / "static"), name
 
