@@ -23,6 +23,8 @@ FIELD_LABELS: dict[str, str] = {
     # tokens and preferences
     "name": "Name", "days": "Expires in (days)", "owner": "For user", "expires_at": "Expires",
     "time_zone": "Time zone", "from_browser": "Sent by the browser",
+    # bulk actions and notifications
+    "runs": "Runs", "events": "Events", "channels": "Channels",
 }
 
 

@@ -12,6 +12,7 @@ from durable.api.errors import service_errors
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.api.permissions import ACTION_PERMISSIONS
 from durable.conf import durable_settings
+from durable.engine.limits import REASON_MAX_LENGTH
 from durable.models import Run
 
 CHOOSE = "choose the runs with either run_ids (a list of run ids) or filter (the filters of GET /api/runs/), not both"
@@ -30,7 +31,7 @@ class BulkFilterSerializer(RunFilterSerializer):
 
 class BulkSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=sorted(bulk.BULK_ACTIONS))
-    reason = serializers.CharField(max_length=2000, help_text="why; recorded on each run's audit row")
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, help_text="why; recorded on each run's audit row")
     run_ids = serializers.ListField(child=serializers.UUIDField(), required=False, allow_empty=False)
     filter = BulkFilterSerializer(required=False)
     dry_run = serializers.BooleanField(default=False, help_text="answer what would happen, and write nothing")

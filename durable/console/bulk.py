@@ -23,7 +23,9 @@ from durable import bulk
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.conf import durable_settings
 from durable.console.actions import ACTIONS
+from durable.console.fields import TOO_LONG, ReasonField
 from durable.engine.states import RunStatus
+from durable.labels import LabelledForm
 from durable.models import Run
 from durable.services import InvalidInput
 
@@ -57,11 +59,11 @@ def outcome_lists(result: bulk.BulkResult) -> list[Shown]:
     return [shown(labels[name], result.of(name)) for name in result.outcome_names() if result.of(name)]
 
 
-class BulkForm(forms.Form):
+class BulkForm(LabelledForm, forms.Form):
     # The runs confirmed, each with the status it was seen in: "<run id>:<STATUS>", space-separated.
     runs = forms.CharField(widget=forms.HiddenInput)
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}), error_messages={
-        "required": "give a reason: it is recorded on each run's audit row; nothing was done"})
+    reason = ReasonField(required=True, error_messages={
+        "required": "give a reason: it is recorded on each run's audit row; nothing was done", "max_length": TOO_LONG})
     confirm = forms.BooleanField(error_messages={"required": "tick “I confirm” to go ahead; nothing was done"})
 
     def clean_runs(self) -> dict[UUID, str]:

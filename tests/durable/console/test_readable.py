@@ -4,31 +4,27 @@ from __future__ import annotations
 import html
 import json
 import zoneinfo
+from importlib import import_module
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django import forms
+from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import strip_tags
 
-from approvals.forms import DecisionForm, InboxFilters
 from approvals.models import ApprovalRequest
 from durable import executor, services
-from durable.console.audit import AuditFilters
-from durable.console.forms import ActionForm, MigrateForm
-from durable.console.preferences import PreferencesForm
 from durable.console.timeline import Entry, EntryKind, with_gaps
-from durable.console.tokens import RevokeForm, TokenForm
 from durable.engine.states import RunStatus
-from durable.labels import FIELD_LABELS
+from durable.labels import LabelledForm, label_for
 from durable.models import OperatorPreferences, Run
 from durable.templatetags.console_json import json_block
 from durable.templatetags.console_time import duration, relative, render_when
-from reconciliation.forms import ResolveForm
 from tests.approvals.flow import waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import needs_attention
@@ -188,16 +184,30 @@ def test_an_error_is_shown_as_current_only_while_it_holds_the_run(calls_file):
 
 # Labels
 
-CONSOLE_FORMS = [ActionForm(), MigrateForm(versions=[1]), DecisionForm(), InboxFilters(), ResolveForm(), TokenForm(),
-                 RevokeForm(), AuditFilters(), PreferencesForm()]
+def console_forms() -> list[type[forms.Form]]:
+    """Every form class the console's apps define (the URLconf imports each view module, and so each form)."""
+    import_module(settings.ROOT_URLCONF)
+    found, todo = [], list(forms.Form.__subclasses__())
+    while todo:
+        form = todo.pop()
+        todo.extend(form.__subclasses__())
+        if form.__module__.split(".")[0] in ("durable", "approvals", "reconciliation") \
+                and not form.__module__.startswith("durable.tools"):
+            found.append(form)
+    return sorted(set(found), key=lambda form: f"{form.__module__}.{form.__qualname__}")
 
 
-@pytest.mark.parametrize("form", CONSOLE_FORMS, ids=lambda form: type(form).__name__)
-def test_every_console_form_field_has_an_operator_facing_label(form: forms.Form):
-    for name, field in form.fields.items():
-        declared = type(form).base_fields[name].label
-        assert declared or name in FIELD_LABELS, f"{type(form).__name__}.{name}: give it a label in durable.labels"
-        assert "_" not in field.label and field.label[0].isupper(), f"{name}: {field.label!r}"
+def test_the_label_rule_sees_every_console_form():
+    names = {form.__name__ for form in console_forms()}
+    assert {"ActionForm", "DecisionForm", "ResolveForm", "BulkForm", "PreferencesForm"} <= names
+
+
+@pytest.mark.parametrize("form", console_forms(), ids=lambda form: f"{form.__module__}.{form.__name__}")
+def test_every_console_form_field_has_an_operator_facing_label(form: type[forms.Form]):
+    for name, field in form.base_fields.items():
+        label = field.label or (label_for(name) if issubclass(form, LabelledForm) else None)
+        assert label, f"{form.__name__}.{name}: give it a label in durable.labels (and make the form a LabelledForm)"
+        assert "_" not in label and label[0].isupper(), f"{name}: {label!r}"
 
 
 def test_an_api_400_leads_each_message_with_the_fields_label(demo):
