@@ -80,7 +80,9 @@ class Found:
 def search(text: str, user: AbstractBaseUser, *, after: tuple[datetime, UUID] | None = None, size: int) -> Found:
     text = fold(text.strip())
     exact = [] if after is not None else _by_id(text, user)
-    runs = _by_fragment(text, can_see_contents(user), after, size + 1) if len(text) >= SHORTEST_FRAGMENT else []
+    if exact or len(text) < SHORTEST_FRAGMENT:
+        return Found(exact, [], False)  # an id that names something is that thing, not a part of a key
+    runs = _by_fragment(text, can_see_contents(user), after, size + 1)
     return Found(exact, runs[:size], len(runs) > size)
 
 

@@ -68,6 +68,11 @@ def test_an_approval_id_opens_the_request(demo):
     assert response["Location"] == reverse("approvals:detail", args=[request.id])
 
 
+def test_an_id_that_names_nothing_is_searched_as_a_part_of_a_business_key(viewer):
+    run = run_in(RunStatus.PENDING, business_key="00000000-0000-0000-0000-00000000abcd")
+    assert viewer.get(search_url(), {"q": "00000000-0000-0000-0000-00000000ABCD"})["Location"] == detail_url(run)
+
+
 def test_an_id_that_names_nothing_says_so(viewer):
     run_in(RunStatus.PENDING, business_key="ORD-1001")
     for search in ("0" * 32, "00000000-0000-0000-0000-000000000000"):
