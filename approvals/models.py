@@ -57,6 +57,8 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["expires_at", "id"], name="approval_pending_expiry", condition=Q(status="PENDING")),
             models.Index(fields=["status", "-created_at"], name="approval_status_created"),
             models.Index(fields=["business_key"], name="approval_business_key"),
+            # The overview's decisions of the last 24 hours and their waits.
+            models.Index(fields=["decided_at"], name="approval_decided", condition=Q(decided_at__isnull=False)),
         ]
         permissions = [("decide_approvalrequest", "Can approve or reject approval requests")]
 

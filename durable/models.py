@@ -67,6 +67,8 @@ class Run(models.Model):
             # Retention's question: which finished runs still have a history to prune.
             models.Index(fields=["finished_at", "id"], name="run_prunable",
                          condition=Q(status__in=["SUCCEEDED", "CANCELLED"], pruned_at__isnull=True)),
+            # The overview's last 24 hours: runs that ended, by hour and how (in flight runs are not in it).
+            models.Index(fields=["finished_at", "status"], name="run_finished", condition=Q(finished_at__isnull=False)),
         ]
         constraints = [
             # Two concurrent starts of the same business key cannot both create: the second one's INSERT waits
@@ -102,6 +104,28 @@ class Run(models.Model):
         from durable.engine.states import ERROR_HELD
 
         return self.error if RunStatus(self.status) in ERROR_HELD else None
+
+
+class RunSearch(models.Model):
+    """What the console's search box matches a run by, written once when the run starts (durable/console/search.py).
+
+    A table of its own, not columns of durable_run: its trigram indexes (Postgres) are written once per run,
+    never by a step's UPDATE of the run. `business_key` and `field_text` (the workflow's searchable input
+    fields, `Workflow.searchable`) are lower-cased; `fields` keeps those fields as given, to say what matched.
+    """
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="search")
+    created_at = models.DateTimeField(help_text="the run's, so results page in the runs list's order")
+    business_key = models.CharField(max_length=200, help_text="the run's, lower-cased")
+    field_text = models.TextField(blank=True, help_text="one searchable field's value a line, lower-cased")
+    fields = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        # The trigram indexes on business_key and field_text are Postgres-only, made by migration 0011_search.
+        indexes = [models.Index(fields=["-created_at", "-run"], name="run_search_created")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.business_key}"
 
 
 class Checkpoint(models.Model):
@@ -159,7 +183,11 @@ class JournalEntry(models.Model):
                 fields=["run", "step", "call_index"], condition=Q(kind="activity"), name="journal_one_result_per_call"
             )
         ]
-        indexes = [models.Index(fields=["run", "step", "kind"], name="journal_run_step")]
+        indexes = [
+            models.Index(fields=["run", "step", "kind"], name="journal_run_step"),
+            # The overview's duplicates prevented in the last 24 hours; no other entry is in it.
+            models.Index(fields=["created_at"], name="journal_duplicates", condition=Q(kind="duplicate_prevented")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.kind} {self.step} {self.name}"
@@ -208,6 +236,12 @@ class SideEffect(models.Model):
         """What a notification of this operation says (durable.signals.operator_event's detail)."""
         return {"action": self.action_name, "business_key": self.business_key, "downstream": self.downstream,
                 "evidence": (self.last_error or {}).get("evidence", "")}
+
+    @property
+    def status_set_by_operator(self) -> bool:
+        """Its status is what an operator's resolution wrote (the row has not moved since: a resolution to
+        retry that the machine then sent and committed is the machine's again)."""
+        return self.resolved_at is not None and self.updated_at == self.resolved_at
 
 
 class AppendOnly(Exception):

@@ -10,14 +10,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from durable import dispatch, metrics
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import canonical_json, request_hash
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.engine.ledger import OperationStatus
-from durable.models import Checkpoint, OperatorAction, Run, SideEffect
+from durable.engine.search import field_text, fold, searchable_fields
+from durable.models import Checkpoint, OperatorAction, Run, RunSearch, SideEffect
 from durable.registry import UnknownWorkflow, registry
 from durable.signals import run_cancelled
 from durable.workflow import Workflow
@@ -113,6 +114,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 start_request_hash=fingerprint, input=data.model_dump(mode="json"), current_step=definition.first_step,
                 created_by=acting_user(user), enqueued_at=timezone.now(),
             )
+            _index_for_search(run, definition, data)
             Checkpoint.objects.create(
                 run=run, seq=0, step="", next_step=definition.first_step, state=state,
                 state_schema_version=definition.checkpoint_schema_version, created_at=run.created_at,
@@ -134,6 +136,13 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             return active, False
         raise
     return run, True
+
+
+def _index_for_search(run: Run, definition: Workflow, data: BaseModel) -> None:
+    """What the console's search box finds the run by: its business key and its workflow's searchable fields."""
+    fields = searchable_fields(data.model_dump(mode="json"), definition.searchable)
+    RunSearch.objects.create(run=run, created_at=run.created_at, business_key=fold(run.business_key),
+                             field_text=field_text(fields), fields=fields)
 
 
 def _active_run(workflow: str, business_key: str, policy: OnActiveBusinessKey) -> Run | None:

@@ -31,7 +31,11 @@ def _enter(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) 
     """Act on the operation's ledger row as its status says (invariant 3)."""
     action = row.action_name
     fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
-    reentry = on_reentry(row.status)
+    reentry = on_reentry(row.status, resolved_by_hand=row.status_set_by_operator)
+    if reentry is Reentry.TAKE_RESOLUTION:
+        log.info("%s was resolved by an operator as succeeded (%s): taking what they recorded", action,
+                 row.external_ref)
+        return _result(row.result_json, row.external_ref)
     if reentry is Reentry.RETURN_RECORDED:
         ledger.count_prevented_duplicate(db, lease, row)
         metrics.duplicate_prevented(action)

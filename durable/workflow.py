@@ -56,6 +56,8 @@ class Workflow:
     migrations: list[Migration] = field(default_factory=list)
     # A start whose business key already has an active run of this workflow: see OnActiveBusinessKey.
     on_active_business_key: OnActiveBusinessKey = OnActiveBusinessKey.RETURN_EXISTING
+    # Input fields the console's search box finds runs by, besides the business key: e.g. ("customer_email",).
+    searchable: tuple[str, ...] = ()
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[BaseModel], BaseModel] | None = None
     _output: Callable[[BaseModel], Any] | None = None
@@ -88,6 +90,11 @@ class Workflow:
         unknown = set(self.pinned) - set(PINNABLE)
         if unknown:
             raise ValueError(f"pinned must name among {', '.join(PINNABLE)}; got {', '.join(sorted(unknown))}")
+        self.searchable = tuple(self.searchable)
+        missing = [name for name in self.searchable if name not in self.input.model_fields]
+        if missing:
+            raise ValueError(f"searchable names fields of the input model {self.input.__name__}; "
+                             f"it has no {', '.join(missing)}")
 
     # What the executor asks of a workflow.
 

@@ -25,6 +25,7 @@ from approvals.forms import InboxFilters
 from durable.api.filters import RunFilterSerializer
 from durable.console.audit import AuditFilters
 from durable.console.forms import RunsQuery
+from durable.console.search import SearchQuery
 from reconciliation.api.views import OperationFilterSerializer
 from tests.endpoints import World, build_world, console_target, logged_in, routes, written
 from tests.test_hostile_input import CONSOLE_FORMS, LOGIN_FORMS, admin, world  # noqa: F401 (fixtures)
@@ -151,6 +152,7 @@ def _names(form_or_serializer: Any) -> list[str]:
 
 QUERY_PARAMETERS = {
     "durable:runs": _names(RunsQuery),
+    "durable:search": _names(SearchQuery),  # the header's search box (a GET form)
     "approvals:inbox": _names(InboxFilters),
     "audit:trail": _names(AuditFilters),
     "audit:export": _names(AuditFilters),

@@ -32,6 +32,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         # Console
         ("GET", "/", (VIEW_RUN,)),
         ("GET", "/runs/", (VIEW_RUN,)),
+        ("GET", "/search/?q=ORD-1001", (VIEW_RUN,)),
         ("GET", f"/runs/{r}/", (VIEW_RUN,)),
         ("GET", f"/runs/{r}/checkpoints/0/", (VIEW_RUN, *CONTENTS)),
         ("POST", f"/runs/{r}/cancel/", ("durable.cancel_run",)),

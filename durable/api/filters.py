@@ -15,6 +15,8 @@ class RunFilterSerializer(serializers.Serializer):
     business_key = serializers.CharField(required=False, max_length=200)
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
+    finished_after = serializers.DateTimeField(required=False, help_text="ended (succeeded, failed or cancelled) "
+                                               "at or after this time")
 
     def validate_status(self, value: str) -> list[str]:
         statuses = [s.strip().upper() for s in value.split(",") if s.strip()]
@@ -32,5 +34,6 @@ def filter_runs(queryset: QuerySet[Run], params: dict[str, object]) -> QuerySet[
         "business_key": "business_key",
         "created_after": "created_at__gte",
         "created_before": "created_at__lt",
+        "finished_after": "finished_at__gte",
     }
     return queryset.filter(**{lookups[k]: v for k, v in params.items() if k in lookups})

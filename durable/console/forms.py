@@ -22,21 +22,25 @@ def page_marker(run: Run) -> str:
     return f"{run.created_at.isoformat()}{MARKER_SEPARATOR}{run.id}"
 
 
-class RunsQuery(RunFilterSerializer):
-    """The API's run filters, plus the console's search box and page marker."""
+def read_page_marker(value: str) -> tuple[datetime, UUID]:
+    """The (created_at, run id) a page_marker wrote; anything else is a validation error."""
+    when, _, run_id = value.partition(MARKER_SEPARATOR)
+    try:
+        parsed = parse_datetime(when)
+        if parsed is not None and parsed.tzinfo is not None:
+            return parsed, UUID(run_id)
+    except ValueError:
+        pass
+    raise serializers.ValidationError("not a page of this list; start again from the first page")
 
-    q = serializers.CharField(required=False, max_length=100, help_text="a run id or an operation id")
+
+class RunsQuery(RunFilterSerializer):
+    """The API's run filters, plus the console's page marker."""
+
     after = serializers.CharField(required=False)
 
     def validate_after(self, value: str) -> tuple[datetime, UUID]:
-        when, _, run_id = value.partition(MARKER_SEPARATOR)
-        try:
-            parsed = parse_datetime(when)
-            if parsed is not None and parsed.tzinfo is not None:
-                return parsed, UUID(run_id)
-        except ValueError:
-            pass
-        raise serializers.ValidationError("not a page of this list; start again from the first page")
+        return read_page_marker(value)
 
 
 class ActionForm(LabelledForm, forms.Form):

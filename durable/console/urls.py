@@ -18,6 +18,7 @@ urlpatterns = [
     # The console's own login, like the admin's: a host project may use it (LOGIN_URL = "durable:login") or its own.
     path("accounts/login/", login, name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="durable:login"), name="logout"),
+    path("search/", views.search, name="search"),
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib import messages
@@ -24,6 +25,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from durable.conf import durable_settings
 from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
+from durable.console import overview as console_overview
+from durable.console import search as finder
 from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ActionForm, RunsQuery, page_marker
 from durable.console.live_states import run_state, runs_state
@@ -55,7 +58,7 @@ def metrics_url() -> str | None:
 @permission_required(VIEW, raise_exception=True)
 @require_safe
 def overview(request: HttpRequest) -> HttpResponse:
-    found = selectors.overview()
+    found = console_overview.overview()
     unchanged = live.not_modified(request, live.stamp(request, repr(found)))
     if unchanged:
         return unchanged
@@ -72,25 +75,13 @@ def overview(request: HttpRequest) -> HttpResponse:
 def runs(request: HttpRequest) -> HttpResponse:
     query = RunsQuery(data={k: v for k, v in request.GET.items() if v})
     # A bad filter shows its error and no runs, rather than every run as if unfiltered.
+    if request.GET.get("q"):  # the runs list's old search box: the header's search answers it now
+        return _open(request, f"{reverse('durable:search')}?{urlencode({'q': request.GET['q']})}")
     if not query.is_valid():
         return _runs_answer(request, [], query.errors)
     params = query.validated_data
-    if "q" in params:
-        return _search(request, params["q"])
     found = selectors.runs_page(filter_runs(Run.objects.all(), params), params.get("after"), PAGE)
     return _runs_answer(request, found, {})
-
-
-def _search(request: HttpRequest, search: str) -> HttpResponse:
-    run_id = selectors.find_run(search)
-    if run_id is None:
-        message = (f"no run has the id {search!r}, and no operation has it as its operation id; "
-                   "to find the runs of an order, use the business key filter")
-        return _runs_answer(request, [], {"q": [message]})
-    url = reverse("durable:run-detail", args=[run_id])
-    response = HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-    patch_vary_headers(response, ("HX-Request",))
-    return response
 
 
 def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any]) -> HttpResponse:
@@ -181,3 +172,33 @@ def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | Non
     forms = forms or {}
     offered = [(action, forms.get(action.name) or action.form(run)) for action in offered_actions(run, request.user)]
     return {"run": run, "offered": offered, "outcome": outcome}
+
+
+@login_required
+@permission_required(VIEW, raise_exception=True)
+@require_safe
+def search(request: HttpRequest) -> HttpResponse:
+    """The header's search box: one hit opens its page; several are listed, a page of runs at a time."""
+    context: dict[str, Any] = {"q": request.GET.get("q", "")}
+    if "q" not in request.GET:  # the page itself: what can be searched
+        return render(request, "durable/search.html", context)
+    query = finder.SearchQuery(data={k: v for k, v in request.GET.items() if k in ("q", "after")})
+    if not query.is_valid():
+        return render(request, "durable/search.html", {**context, "errors": query.errors},
+                      status=HTTPStatus.BAD_REQUEST)
+    params = query.validated_data
+    found = finder.search(params["q"], request.user, after=params.get("after"), size=PAGE)
+    if found.single is not None and "after" not in params:
+        return _open(request, found.single.url)
+    path = reverse("durable:search")
+    runs = [hit.run for hit in found.runs]
+    context.update(found=found, first_page=page_link(request, path, None) if "after" in params else "",
+                   next_page=page_link(request, path, page_marker(runs[-1])) if found.more else "")
+    return render(request, "durable/search.html", context)
+
+
+def _open(request: HttpRequest, url: str) -> HttpResponse:
+    """Go to `url`: a redirect, or for htmx the client-side one it follows as a whole page."""
+    response = HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    patch_vary_headers(response, ("HX-Request",))
+    return response

@@ -79,13 +79,18 @@ class Reentry(StrEnum):
     """What to do when a step meets an operation that already has a ledger row."""
 
     RETURN_RECORDED = "return_recorded"  # SUCCEEDED: a duplicate prevented
+    TAKE_RESOLUTION = "take_resolution"  # SUCCEEDED by an operator's resolution: what they recorded, no duplicate
     EXECUTE = "execute"  # PENDING or FAILED_RETRYABLE: send it (with the same key)
     RECONCILE = "reconcile"  # STARTED: it may have happened; find out before anything else
     FAIL_STEP = "fail_step"  # FAILED_FINAL
     NEEDS_ATTENTION = "needs_attention"  # UNKNOWN: wait for an operator
 
 
-def on_reentry(status: OperationStatus | str) -> Reentry:
+def on_reentry(status: OperationStatus | str, *, resolved_by_hand: bool = False) -> Reentry:
+    """`resolved_by_hand`: an operator settled the row. Its SUCCEEDED is then the operator's answer, which the
+    step takes when the run goes on; no call was about to be repeated, so no duplicate was prevented."""
+    if resolved_by_hand and OperationStatus(status) is OperationStatus.SUCCEEDED:
+        return Reentry.TAKE_RESOLUTION
     return {
         OperationStatus.SUCCEEDED: Reentry.RETURN_RECORDED,
         OperationStatus.PENDING: Reentry.EXECUTE,

@@ -123,12 +123,22 @@ def test_console_benchmark_times_each_page_against_its_budget_on_postgres(capsys
         with pytest.raises(CommandError, match="needs Postgres"):
             call_command("durable_console_bench", runs=1000, approvals=5, repeat=1)
         return
-    call_command("durable_console_bench", runs=3000, approvals=20, repeat=3)
+    # A production-configured install: its own host name only, and HTTPS enforced (issue 18: DisallowedHost).
+    from django.test.utils import override_settings
+
+    with override_settings(ALLOWED_HOSTS=["console.example.com"], SECURE_SSL_REDIRECT=True):
+        call_command("durable_console_bench", runs=3000, approvals=20, repeat=3)
     report = capsys.readouterr().out
-    assert "seeding 3,000 runs and 20 pending approvals" in report
-    for page in ("runs, status=FAILED", "approvals inbox", "overview"):
-        assert re.search(rf"{re.escape(page)}\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(ok|OVER)", report), page
+    assert "seeding 3,000 runs and 20 pending approvals" in report and "at https://console.example.com/" in report
+    for page, answer in (("runs, status=FAILED", 200), ("approvals inbox", 200), ("overview", 200),
+                         ("overview, htmx poll", 200), ("run page", 200), ("approval page", 200),
+                         ("operation page", 200), ("reconciliation queue", 200), ("search, run id", 302),
+                         ("search, operation id", 302), ("search, approval id", 302),
+                         ("search, business key part", 200), ("search, customer email", 302)):
+        assert re.search(rf"{re.escape(page)}\s+\d+\s+{answer}\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(ok|OVER)", report), page
     assert re.search(r"approvals inbox\s+20\s", report)  # every seeded request is listed
+    # ORD-37 and ORD-370..379 of the 3,000 seeded runs, and their customers
+    assert re.search(r"search, business key part\s+11\s", report) and re.search(r"search, customer part\s+11\s", report)
     from durable.models import Run
     assert not Run.objects.filter(workflow_name__startswith="bench-console-").exists()  # cleaned up
 

@@ -89,6 +89,23 @@ def trivial_workflow(name: str, steps: int) -> Workflow:
 trivial = trivial_workflow("test-trivial", 10)
 
 
+class CustomerOrder(BaseModel):
+    customer_email: str
+    order_id: str
+    note: str = ""  # not searchable
+
+
+customer_order = register(Workflow(
+    name="test-customer-order", version=1, state=CustomerOrder, input=CustomerOrder,
+    searchable=("customer_email", "order_id"), on_active_business_key=OnActiveBusinessKey.START_ANOTHER,
+))
+
+
+@customer_order.step
+def acknowledge(ctx: Any, state: CustomerOrder) -> CustomerOrder:
+    return state
+
+
 class SlowCallState(BaseModel):
     call: str  # "refund", "ticket", "notify" (a downstream of each kind) or "plan" (an LLM activity)
     order_id: str = "ORD-1001"

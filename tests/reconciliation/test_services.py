@@ -56,7 +56,8 @@ def test_after_a_succeeded_resolution_the_run_continues_from_its_checkpoint_with
     assert calls(demo, "notifications")["calls_by_key"] == {row.operation_id: 1}
     assert calls(demo, "notifications")["effects"] == 1
     assert [calls(demo, s)["calls"] for s in ("orders", "payments")] == [1, 1]
-    assert SideEffect.objects.get(pk=row.pk).duplicates_prevented == 1
+    assert SideEffect.objects.get(pk=row.pk).duplicates_prevented == 0  # the operator's answer, taken: no duplicate
+    assert not run.journal.filter(kind="duplicate_prevented").exists()
 
 
 def test_a_succeeded_resolution_without_a_result_records_an_empty_one(demo, resolver):
@@ -82,6 +83,7 @@ def test_did_not_happen_with_retry_sends_it_once_more_with_the_same_key(demo, re
     assert calls(demo, "notifications")["effects"] == 1
     assert calls(demo, "notifications")["calls_by_key"] == {row.operation_id: 2}  # the lost one and the resend
     assert run.output["notification_id"] == row.external_ref
+    assert not row.status_set_by_operator  # the machine sent and committed it: a re-entry would be a duplicate
 
 
 def test_did_not_happen_with_fail_fails_the_step_and_the_run_without_sending(demo, resolver):

@@ -1,11 +1,9 @@
-"""The console's overview: runs by status, what waits for people, blocked runs, recent failures."""
+"""The console's overview: now (runs in flight, what waits for people) apart from the last 24 hours, from the database."""
 import re
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -36,21 +34,111 @@ def status_row(status, count):
             f'</a></td><td class="count">{count}</td></tr>')
 
 
-def test_the_overview_counts_runs_in_flight_and_those_finished_in_the_last_day(viewer):
-    for status in (RunStatus.FAILED, RunStatus.FAILED, RunStatus.SUCCEEDED, RunStatus.WAITING_RETRY):
-        run_in(status)
-    long_ago = run_in(RunStatus.SUCCEEDED)
-    Run.objects.filter(id=long_ago.id).update(updated_at=timezone.now() - timedelta(days=2))
-    with CaptureQueriesContext(connection) as queries:
-        response = viewer.get(overview_url())
+def ended(status, *, hours_ago: float = 0, **fields):
+    """A run that ended `hours_ago` hours ago, as the executor leaves it (finished_at set)."""
+    when = timezone.now() - timedelta(hours=hours_ago)
+    return run_in(status, finished_at=when, updated_at=when, **fields)
+
+
+def test_now_counts_runs_in_flight_and_the_last_day_counts_runs_that_ended_in_it(viewer):
+    for status in (RunStatus.FAILED, RunStatus.FAILED, RunStatus.SUCCEEDED):
+        ended(status)
+    run_in(RunStatus.WAITING_RETRY)
+    old = ended(RunStatus.SUCCEEDED, hours_ago=30)  # started and ended before the window
+    Run.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(hours=31))
+    response = viewer.get(overview_url())
     html = response.content.decode()
     assert response.status_code == 200 and "<html" in html
     found = response.context["overview"]
-    assert dict(found.in_flight) == {s: int(s == "WAITING_RETRY") for s in RunStatus if s not in TERMINAL}
-    assert dict(found.finished_recently) == {"SUCCEEDED": 1, "FAILED": 2, "CANCELLED": 0}  # not the one of 2 days ago
-    for status, count in (("FAILED", 2), ("SUCCEEDED", 1), ("WAITING_RETRY", 1), ("PENDING", 0)):
+    assert dict(found.now.in_flight) == {s: int(s == "WAITING_RETRY") for s in RunStatus if s not in TERMINAL}
+    day = found.last_day
+    assert (day.started.total, day.finished.total, day.failed.total) == (4, 3, 2)  # not the one of 30 hours ago
+    assert day.finished.hours[-1] == 3 and len(day.finished.hours) == 24
+    for status, count in (("WAITING_RETRY", 1), ("PENDING", 0)):
         assert status_row(status, count) in html
-    assert len([q for q in queries.captured_queries if "GROUP BY" in q["sql"]]) == 2
+    assert "SUCCEEDED" not in re.search(r'<section class="panel overview-now">.*?</section>', html, re.S).group(0)
+
+
+def test_the_overview_reads_the_database_and_no_process_counter(viewer, monkeypatch):
+    from durable import metrics
+
+    monkeypatch.setattr(metrics, "totals", lambda *a, **k: pytest.fail("the overview read a process counter"))
+    ended(RunStatus.FAILED)
+    assert viewer.get(overview_url()).status_code == 200
+
+
+def test_each_number_agrees_with_the_runs_list_it_links_to(viewer):
+    for status in (RunStatus.WAITING_RETRY, RunStatus.WAITING_RETRY, RunStatus.BLOCKED_VERSION, RunStatus.RUNNING):
+        run_in(status)
+    for status in (RunStatus.FAILED, RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED):
+        ended(status)
+    old = ended(RunStatus.FAILED, hours_ago=30)
+    Run.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(hours=31))
+    html = viewer.get(overview_url()).content.decode()
+    found = viewer.get(overview_url()).context["overview"]
+    for status, count in found.now.in_flight:
+        assert listed_runs(viewer, f"{runs_url()}?status={status}") == count, status
+    day = found.last_day
+    for row, number in (("started", day.started.total), ("finished", day.finished.total), ("failed", day.failed.total)):
+        link = re.search(rf'<tr class="last-day-{row}"><th>[^<]+</th><td class="count"><a href="([^"]+)">(\d+)</a>',
+                         html)
+        assert int(link.group(2)) == number, row
+        assert listed_runs(viewer, link.group(1).replace("&amp;", "&")) == number, row
+    assert (day.started.total, day.finished.total, day.failed.total) == (8, 4, 2)
+
+
+def listed_runs(client, url: str) -> int:
+    return client.get(url).content.decode().count('<tr class="run-row">')
+
+
+def test_approvals_decided_in_the_last_day_are_counted_with_their_median_wait(demo):
+    from approvals.models import ApprovalRequest
+    from tests.approvals.flow import decide
+
+    lead = make_user("lead", VIEW, APPROVALS, "approvals.decide_approvalrequest")
+    for order_id, minutes in (("ORD-1001", 10), ("ORD-1002", 50)):
+        _, request = waiting_claim(order_id)
+        ApprovalRequest.objects.filter(id=request.id).update(created_at=timezone.now() - timedelta(minutes=minutes))
+        request.refresh_from_db()
+        decide(request, lead, verdict="reject", reason="not covered")
+    _, pending = waiting_claim("ORD-1003")
+    ApprovalRequest.objects.filter(id=pending.id).update(created_at=timezone.now() - timedelta(hours=3))
+    response = client_for(lead).get(overview_url())
+    day, now = response.context["overview"].last_day, response.context["overview"].now
+    assert day.decided.total == 2 and round(day.median_wait.total_seconds() / 60) == 30
+    assert now.pending_approvals == 1 and now.oldest_approval.id == pending.id
+    html = response.content.decode()
+    assert '<small class="median-wait">median wait 30 min</small>' in html
+    assert re.search(rf'<dd class="oldest-approval"><a href="{reverse("approvals:detail", args=[pending.id])}">'
+                     r'refund for ORD-1003</a>, waiting 3\xa0hours', html)
+
+
+def test_a_prevented_duplicate_is_counted_and_an_operation_resolved_by_hand_is_not(demo):
+    from reconciliation.services import resolve_operation
+    from tests.durable.claims import advance, needs_attention
+
+    run, row = needs_attention(demo)
+    resolver = make_user("resolver", VIEW, "durable.resolve_sideeffect", "durable.view_sideeffect")
+    resolve_operation(operation_id=row.operation_id, user=resolver, source="test", outcome="succeeded",
+                      external_ref="ntf-1", reason="seen in the provider's outbox")
+    assert advance(run).status == RunStatus.SUCCEEDED
+    client = client_for(make_user("watcher", VIEW))
+    assert client.get(overview_url()).context["overview"].last_day.duplicates_prevented.total == 0
+    # A real one: the run's step entered again after its refund had succeeded (a crash before the checkpoint).
+    from durable.models import JournalEntry
+
+    JournalEntry.objects.create(run=run, kind=JournalEntry.Kind.DUPLICATE_PREVENTED, step="refund", name="refund",
+                                created_at=timezone.now())
+    assert client.get(overview_url()).context["overview"].last_day.duplicates_prevented.total == 1
+
+
+def test_the_hourly_charts_are_inline_svg_with_a_bar_per_busy_hour(viewer):
+    ended(RunStatus.FAILED)
+    ended(RunStatus.FAILED, hours_ago=2)
+    html = viewer.get(overview_url()).content.decode()
+    failed = re.search(r'<tr class="last-day-failed">.*?</tr>', html, re.S).group(0)
+    assert '<svg class="hourly-chart"' in failed and 'aria-label="failed per hour, at most 1 in an hour"' in failed
+    assert failed.count("<rect ") == 2 and "<script" not in failed
 
 
 def test_an_unknown_operation_raises_an_alert_that_links_to_reconciliation(demo, viewer):
@@ -91,9 +179,9 @@ def test_recent_failures_show_the_ten_newest_with_their_error(viewer):
     failed = [run_in(RunStatus.FAILED, business_key=f"F-{n}", current_step="payment",
                      error={"kind": "invalid_request", "message": f"amount {n} refused"}) for n in range(12)]
     for n, run in enumerate(failed):
-        Run.objects.filter(id=run.id).update(updated_at=timezone.now() - timedelta(minutes=60 - n))
+        Run.objects.filter(id=run.id).update(finished_at=timezone.now() - timedelta(minutes=60 - n))
     response = viewer.get(overview_url())
-    assert [r.business_key for r in response.context["overview"].failures] == [f"F-{n}" for n in range(11, 1, -1)]
+    assert [r.business_key for r in response.context["overview"].now.failures] == [f"F-{n}" for n in range(11, 1, -1)]
     html = response.content.decode()
     assert "<strong>invalid_request</strong>: amount 11 refused" in html and "amount 1 refused" not in html
 
@@ -103,7 +191,7 @@ def test_without_failures_the_overview_says_so(viewer):
 
 
 def test_the_overview_is_a_live_region_polling_its_fragment(viewer):
-    run_in(RunStatus.FAILED, business_key="ORD-9")
+    ended(RunStatus.FAILED, business_key="ORD-9")
     page = viewer.get(overview_url()).content.decode()
     poller = f'<div id="overview" class="overview" data-live hx-get="{overview_url()}" hx-trigger="every 5s" hx-swap="outerHTML"'
     assert poller in page
@@ -128,36 +216,18 @@ def test_the_overview_is_first_in_the_navigation_and_where_login_lands(viewer):
     assert reverse(settings.LOGIN_REDIRECT_URL) == overview_url()
 
 
-def test_the_overview_shows_what_the_alerts_watch_and_links_to_the_metrics(demo, viewer):
+def test_stuck_approvals_are_those_waiting_long_or_about_to_expire(demo):
     from approvals.models import ApprovalRequest
-    from durable import metrics
-    from durable.console.selectors import COUNTED
+    from durable.console.overview import state_now
 
-    before = metrics.totals(COUNTED.values())
-    metrics.operation_unknown("notify")
-    metrics.retries_exhausted("claims-agent", 2)
-    metrics.retries_exhausted("claims-agent", 2)
-    metrics.run_blocked("claims-agent", 1, "version_missing")
     _, old = waiting_claim("ORD-1001")
-    waiting_claim("ORD-1003")  # asked a moment ago: not stuck
+    _, soon = waiting_claim("ORD-1003")
+    assert state_now().stuck_approvals == 0
     ApprovalRequest.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(hours=25))
-    response = viewer.get(overview_url())
-    alerting = response.context["overview"].alerting
-    assert (alerting.unknown_operations, alerting.retries_exhausted, alerting.version_mismatches) == (
-        before["side_effect_unknown_total"] + 1, before["retry_exhausted_total"] + 2,
-        before["workflow_version_mismatch_total"] + 1)
-    assert alerting.stuck_approvals == 1
-    html = response.content.decode()
-    assert f'<dd class="retries-exhausted">{alerting.retries_exhausted}</dd>' in html
-    assert '<dd class="stuck-approvals">1</dd>' in html  # the viewer may not open the inbox: no link
-    assert f'<a href="{reverse("metrics")}" class="metrics-link">Prometheus metrics</a>' in html
+    ApprovalRequest.objects.filter(id=soon.id).update(expires_at=timezone.now() + timedelta(minutes=30))
+    assert state_now().stuck_approvals == 2
 
 
-def test_an_approval_about_to_expire_is_stuck(demo):
-    from approvals.models import ApprovalRequest
-    from durable.console.selectors import alerting
-
-    _, request = waiting_claim()
-    assert alerting().stuck_approvals == 0
-    ApprovalRequest.objects.filter(id=request.id).update(expires_at=timezone.now() + timedelta(minutes=30))
-    assert alerting().stuck_approvals == 1
+def test_the_overview_links_to_the_metrics_page(viewer):
+    assert f'<a href="{reverse("metrics")}" class="metrics-link">Prometheus metrics</a>' in \
+        viewer.get(overview_url()).content.decode()

@@ -1,4 +1,4 @@
-"""The console's runs list: filters, search by run or operation id, keyset pages, htmx fragments."""
+"""The console's runs list: filters, keyset pages, htmx fragments."""
 from datetime import UTC, datetime
 
 import pytest
@@ -9,7 +9,6 @@ from durable.console import views
 from durable.engine.states import RunStatus
 from durable.models import Run
 from tests.conftest import make_user
-from tests.durable.claims import advance, start_claim
 from tests.durable.console.screens import HTMX, detail_url, run_in, runs_url
 
 pytestmark = pytest.mark.django_db
@@ -126,29 +125,9 @@ def test_the_filter_form_pushes_its_query_into_the_address_bar(viewer):
 # Search
 
 
-def test_searching_a_run_id_goes_straight_to_the_run(viewer):
-    run = run_in(RunStatus.PENDING)
-    response = viewer.get(runs_url(), {"q": f"  {str(run.id).upper()} "})
-    assert (response.status_code, response["Location"]) == (302, detail_url(run))
-    htmx = viewer.get(runs_url(), {"q": str(run.id)}, **HTMX)
-    assert htmx["HX-Redirect"] == detail_url(run)
-
-
-def test_searching_an_operation_id_goes_to_the_run_that_performed_it(demo, viewer):
-    run = advance(start_claim("ORD-1001"))
-    operation = run.side_effects.get(action_name="refund")
-    response = viewer.get(runs_url(), {"q": operation.operation_id})
-    assert (response.status_code, response["Location"]) == (302, detail_url(run))
-
-
-def test_a_search_that_finds_nothing_says_so_and_lists_no_runs(viewer):
-    run_in(RunStatus.PENDING, business_key="ORD-1001")
-    for search in ("ORD-1001", "0" * 32, "00000000-0000-0000-0000-000000000000"):
-        response = viewer.get(runs_url(), {"q": search})
-        html = response.content.decode()
-        assert response.status_code == 200
-        assert f"Find a run: no run has the id &#x27;{search}&#x27;" in html and "business key filter" in html
-        assert "ORD-1001</td>" not in html
+def test_the_old_search_box_of_the_runs_list_is_answered_by_the_header_search(viewer):
+    response = viewer.get(runs_url(), {"q": "ORD 1001"})
+    assert (response.status_code, response["Location"]) == (302, f"{reverse('durable:search')}?q=ORD+1001")
 
 
 # Pages

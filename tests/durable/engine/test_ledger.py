@@ -107,6 +107,13 @@ def test_reentry_depends_only_on_the_operations_status(status, reentry):
     assert on_reentry(status.value) is reentry
 
 
+def test_an_operation_an_operator_resolved_as_succeeded_is_taken_not_a_duplicate_prevented():
+    assert on_reentry(Op.SUCCEEDED, resolved_by_hand=True) is Reentry.TAKE_RESOLUTION
+    # Resolved as did not happen, then sent by the machine: its other statuses follow the usual rule.
+    for status in (Op.FAILED_RETRYABLE, Op.FAILED_FINAL, Op.STARTED):
+        assert on_reentry(status, resolved_by_hand=True) is on_reentry(status)
+
+
 def test_a_started_operation_is_never_blindly_executed_again():
     assert on_reentry(Op.STARTED) is not Reentry.EXECUTE
 
