@@ -27,7 +27,7 @@
   document.addEventListener("htmx:configRequest", function (event) {
     const elt = event.detail.elt;
     if (!elt.hasAttribute("data-live") || event.detail.verb !== "get") return;
-    if (document.hidden || busy()) {
+    if (document.hidden || Date.now() < actingUntil || busy()) {
       event.preventDefault();
       return;
     }
@@ -35,12 +35,20 @@
     if (elt.hasAttribute("data-live-location")) event.detail.path = location.pathname + location.search;
   });
 
-  // An action from inside a region (a decision, a cancel) answers with the region as it is after the action: a
-  // poll still in flight would bring an older picture, or drop the action's outcome, so it is abandoned.
+  // An action from inside a region (a decision, a cancel) answers with the region as it is after the action. A
+  // poll answered first would replace the region the action's answer is aimed at, and the outcome would be lost:
+  // so a poll in flight is abandoned, and none is sent until the action's answer is in (or 10 s have passed).
+  let actingUntil = 0;
   document.addEventListener("htmx:beforeRequest", function (event) {
     const elt = event.detail.elt;
     const region = elt.closest && elt.closest("[data-live]");
-    if (region && region !== elt && event.detail.requestConfig.verb !== "get") htmx.trigger(region, "htmx:abort");
+    if (region && region !== elt && event.detail.requestConfig.verb !== "get") {
+      actingUntil = Date.now() + 10000;
+      htmx.trigger(region, "htmx:abort");
+    }
+  });
+  document.addEventListener("htmx:load", function (event) {
+    if (event.detail.elt.hasAttribute && event.detail.elt.hasAttribute("data-live")) actingUntil = 0;
   });
 
   document.addEventListener("htmx:beforeSwap", function (event) {
