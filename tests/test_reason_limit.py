@@ -25,7 +25,8 @@ WHOLE = "r" * REASON_MAX_LENGTH
 
 
 def test_the_forms_and_endpoints_with_a_reason_are_found():
-    assert len(REASON_FORMS) == 7 and len(REASON_ENDPOINTS) == 8  # cancel/retry/resume/migrate, decide, resolve, revoke
+    # cancel/retry/resume/migrate, decide, resolve, revoke, bulk cancel/retry
+    assert len(REASON_FORMS) == 9 and len(REASON_ENDPOINTS) == 9
 
 
 def kept_reasons() -> list[str]:

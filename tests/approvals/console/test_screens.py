@@ -150,7 +150,7 @@ def test_filters_narrow_the_inbox(demo, viewer):
 def test_a_bad_filter_is_named_on_the_page_and_shows_no_requests(demo, viewer):
     waiting_claim()
     response = viewer.get(inbox_url(), {"version": "abc"})
-    assert response.status_code == 200
+    assert response.status_code == 400
     html = response.content.decode()
     assert "Version: Enter a whole number." in html
     assert list(response.context["approvals"]) == [] and "ORD-1001" not in html

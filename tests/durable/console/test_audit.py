@@ -179,7 +179,7 @@ def test_a_date_range_keeps_the_actions_of_those_days(auditor, trail, monkeypatc
 def test_a_bad_filter_shows_its_error_and_no_actions(auditor, trail, query, error):
     response = auditor.get(trail_url(**query))
     html = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert error in html and shown(html) == 0
 
 
