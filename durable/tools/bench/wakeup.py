@@ -65,7 +65,9 @@ def wakeup_workflow() -> Workflow:
     try:
         return registry.get(WORKFLOW, 1)
     except LookupError:
-        workflow = Workflow(name=WORKFLOW, version=1, state=Probe, input=Probe)
+        # No tools, prompts or model: the releases say so (durable.W010).
+        workflow = Workflow(name=WORKFLOW, version=1, state=Probe, input=Probe, tool_catalog_version="none",
+                            prompt_release="none", model_policy_version="none")
         workflow.step(first)
         workflow.step(ask)
         workflow.step(after_approval)

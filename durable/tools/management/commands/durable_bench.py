@@ -65,6 +65,11 @@ class Command(BaseCommand):
         parser.add_argument("--wakeups", type=int, default=None,
                             help="probe runs measuring wake-up latency with the 1-worker benchmark's worker "
                                  "(API start, approval, retry); default 50 with --compare, else 0")
+        parser.add_argument("--sweeper-at", type=int, default=0, metavar="RUNS",
+                            help="seed RUNS runs (Postgres; use a scratch database), time the sweeper's query "
+                                 "on them, and remove them")
+        parser.add_argument("--resume-with", type=int, default=0, metavar="N",
+                            help="time resuming a run that has N recorded activity results, in this process")
         parser.add_argument("--side-effect", action="store_true",
                             help="with --in-process: one more step per run, with one side effect")
 
@@ -89,6 +94,17 @@ class Command(BaseCommand):
         wakeups = options["wakeups"]
         self.probes = (50 if comparing else 0) if wakeups is None else wakeups
         self.wakeups = Wakeups()
+        if options["sweeper_at"]:
+            from durable.tools.bench import sweeper
+
+            self.stdout.write(f"durable_bench --sweeper-at {options['sweeper_at']:,}")
+            self._lines(sweeper.seed_and_time(options["sweeper_at"]))
+            return
+        if options["resume_with"]:
+            from durable.tools.bench.resume import time_resume
+
+            self._lines(time_resume(options["resume_with"]))
+            return
         if options["in_process"]:
             self._phases(runs, steps, options["side_effect"])
             return
