@@ -42,6 +42,16 @@ class Lease:
         """How long the lease holds from now, as far as this worker knows (a lost lease holds for 0)."""
         return self.seconds - (time.monotonic() - self.renewed_at)
 
+    def renewal(self, now: datetime) -> datetime | None:
+        """The new expiry a step write sets, or None while more than half the lease is left.
+
+        Renewing at every step would change an indexed column at every step, so no step's UPDATE
+        could be heap-only. Skipping it is safe: the fencing token, not the expiry, guards every
+        write, and half a lease is far longer than a step (a longer call keeps its lease alive
+        through durable.heartbeat).
+        """
+        return self.extended(now) if self.seconds_left() < self.seconds / 2 else None
+
 
 @dataclass(frozen=True)
 class ResumePoint:
@@ -121,10 +131,13 @@ class RunStore:
 
     # Fenced writes.
 
-    def _fenced(self, lease: Lease, now: datetime, **fields: Any) -> None:
+    def _fenced(self, lease: Lease, now: datetime | None, **fields: Any) -> None:
+        """Update the run if the lease holds; `now` is its updated_at (None: a step's progress, which
+        leaves it alone, as it does the lease's expiry while more than half is left)."""
+        touched = {"updated_at": now} if now is not None else {}
         updated = Run.objects.filter(
             id=lease.run_id, fencing_token=lease.token, status=RunStatus.RUNNING, checkpoint_seq=lease.seq
-        ).update(updated_at=now, **fields)
+        ).update(**touched, **fields)
         if not updated:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
@@ -204,13 +217,12 @@ class RunStore:
         return now if moved else None
 
     def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
-        """Checkpoint a completed step and extend the lease, in one transaction."""
+        """Checkpoint a completed step, in one transaction; renew the lease when less than half is left."""
         now = timezone.now()
+        renewed = lease.renewal(now)
         with transaction.atomic():
-            self._fenced(
-                lease, now, checkpoint_seq=lease.seq + 1, current_step=next_step, attempt=0,
-                lease_expires_at=lease.extended(now),
-            )
+            self._fenced(lease, None, checkpoint_seq=lease.seq + 1, current_step=next_step, attempt=0,
+                         **({"lease_expires_at": renewed} if renewed else {}))
             self._checkpoint(lease, now, step, next_step, state, schema_version)
         lease.seq += 1
 

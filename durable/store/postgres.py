@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
-from durable.engine.states import CLAIMABLE, RunStatus
+from durable.engine.states import CLAIMABLE
 from durable.models import JournalEntry, Run, SideEffect
 from durable.store.base import BEFORE_CLAIM, Lease, ResumePoint, RunStore, claim_fields, claimed_lease
 
@@ -47,17 +47,31 @@ SELECT step, call_index, name, result FROM durable_journalentry
  WHERE run_id = %s AND kind = 'activity' ORDER BY call_index
 """
 
+# A step's progress: no indexed column changes (updated_at stays; the expiry only when the lease is
+# renewed, Lease.renewal), so on a table with room on its pages the UPDATE is heap-only (HOT).
 _STEP_SQL = """
 WITH fenced AS (
     UPDATE durable_run
        SET checkpoint_seq = %(seq)s, current_step = %(next_step)s, attempt = 0,
-           status = %(status)s, output = %(output)s::jsonb, finished_at = %(finished_at)s,
-           lease_owner = %(lease_owner)s, lease_expires_at = %(lease_expires_at)s, updated_at = %(now)s
+           lease_expires_at = COALESCE(%(lease_expires_at)s, lease_expires_at)
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
  RETURNING id
 )
 INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schema_version, created_at)
 SELECT id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
+"""
+
+# The last step: the run's status changes, the lease is released.
+_FINISH_SQL = """
+WITH fenced AS (
+    UPDATE durable_run
+       SET checkpoint_seq = %(seq)s, current_step = '', attempt = 0, status = 'SUCCEEDED', output = %(output)s::jsonb,
+           finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
+     WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
+ RETURNING id
+)
+INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schema_version, created_at)
+SELECT id, %(seq)s, %(step)s, '', %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
 """
 
 # A write within a step renews the lease, and writes nothing if the token no longer holds.
@@ -138,26 +152,20 @@ class PostgresRunStore(RunStore):
             if cursor.rowcount != 1:
                 raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
-    def _write_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int,
-                    *, finished: bool, output: Any = None) -> None:
-        now = timezone.now()
-        params = {
-            "run_id": lease.run_id, "token": lease.token, "seq": lease.seq + 1, "step": step, "next_step": next_step,
-            "state": json.dumps(state), "schema_version": schema_version, "now": now,
-            "status": RunStatus.SUCCEEDED.value if finished else RunStatus.RUNNING.value,
-            "output": json.dumps(output) if finished else None,
-            "finished_at": now if finished else None,
-            "lease_owner": None if finished else lease.owner,
-            "lease_expires_at": None if finished else lease.extended(now),
-        }
-        self._execute_fenced(_STEP_SQL, params, lease)
+    def _write_step(self, sql: str, lease: Lease, now: datetime, step: str, state: dict[str, Any],
+                    schema_version: int, **params: Any) -> None:
+        params.update({"run_id": lease.run_id, "token": lease.token, "seq": lease.seq + 1, "step": step,
+                       "state": json.dumps(state), "schema_version": schema_version, "now": now})
+        self._execute_fenced(sql, params, lease)
         lease.seq += 1
 
     def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
-        self._write_step(lease, step, next_step, state, schema_version, finished=False)
+        now = timezone.now()
+        self._write_step(_STEP_SQL, lease, now, step, state, schema_version, next_step=next_step,
+                         lease_expires_at=lease.renewal(now))
 
     def finish(self, lease: Lease, step: str, state: dict[str, Any], schema_version: int, output: Any) -> None:
-        self._write_step(lease, step, "", state, schema_version, finished=True, output=output)
+        self._write_step(_FINISH_SQL, lease, timezone.now(), step, state, schema_version, output=json.dumps(output))
 
     def renew(self, lease: Lease) -> None:
         self._execute_fenced(_FENCE, _fence_params(lease, timezone.now()), lease)

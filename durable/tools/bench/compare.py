@@ -23,6 +23,9 @@ class SystemResult:
     step_p50_ms: float = 0.0
     step_p99_ms: float = 0.0
     note: str = ""
+    # CPU seconds per 1,000 steps: the process(es) running the steps, and their Postgres backends (None: not measured).
+    worker_cpu_per_1000: float | None = None
+    backend_cpu_per_1000: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -49,9 +52,13 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def from_intervals(system: str, *, steps: int, seconds: float, intervals_ms: list[float]) -> SystemResult:
-    """A result from the wall time and the per-step intervals a runner measured."""
-    return SystemResult(system, steps, seconds, percentile(intervals_ms, 50), percentile(intervals_ms, 99))
+def from_intervals(system: str, *, steps: int, seconds: float, intervals_ms: list[float],
+                   cpu: tuple[float, float] | None = None) -> SystemResult:
+    """A result from the wall time, the per-step intervals and the CPU seconds (process, backend) a runner measured."""
+    result = SystemResult(system, steps, seconds, percentile(intervals_ms, 50), percentile(intervals_ms, 99))
+    if cpu is not None and steps:
+        result.worker_cpu_per_1000, result.backend_cpu_per_1000 = (seconds_ * 1000 / steps for seconds_ in cpu)
+    return result
 
 
 def ratio(value: float, baseline: float) -> float | None:
@@ -65,17 +72,24 @@ def _ratio_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def _cpu_text(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}"
+
+
 def comparison_table(rows: list[SystemResult]) -> list[str]:
-    """One line per system: steps/s, per-step p50/p99, and steps/s as a ratio of durable's."""
+    """One line per system: steps/s, per-step p50/p99, steps/s as a ratio of durable's, and CPU
+    seconds per 1,000 steps of the process running the steps and of its Postgres backend."""
     baseline = next((r.steps_per_second for r in rows if r.system == DURABLE), 0.0)
     width = max(len(r.system) for r in rows)
-    lines = [f"  {'system':<{width}}  {'steps/s':>9}  {'p50 ms':>8}  {'p99 ms':>8}  {'vs durable':>10}"]
+    lines = [f"  {'system':<{width}}  {'steps/s':>9}  {'p50 ms':>8}  {'p99 ms':>8}  {'vs durable':>10}  "
+             f"{'CPU s/1k steps: process':>23}  {'backend':>7}"]
     for r in rows:
         if not r.measured:
             lines.append(f"  {r.system:<{width}}  {r.note or 'not measured'}")
             continue
         lines.append(f"  {r.system:<{width}}  {r.steps_per_second:>9.1f}  {r.step_p50_ms:>8.2f}  "
-                     f"{r.step_p99_ms:>8.2f}  {_ratio_text(ratio(r.steps_per_second, baseline)):>10}")
+                     f"{r.step_p99_ms:>8.2f}  {_ratio_text(ratio(r.steps_per_second, baseline)):>10}  "
+                     f"{_cpu_text(r.worker_cpu_per_1000):>23}  {_cpu_text(r.backend_cpu_per_1000):>7}")
     return lines
 
 
@@ -109,11 +123,13 @@ class Goal:
         return f"  {wanted}: {met} ({mine.steps_per_second:.0f} vs {needed:.0f} steps/s)"
 
 
-GOALS = (Goal(DBOS, 1.0), Goal(LANGGRAPH, 2.0), Goal(FLOOR, 0.5))
+# Issue 18's goals: plain steps (phase a), and with one side effect per run (phase b).
+GOALS = (Goal(DBOS, 5.0), Goal(LANGGRAPH, 3.0), Goal(FLOOR, 0.5))
+SIDE_EFFECT_GOALS = (Goal(LANGGRAPH, 2.5),)
 
 
-def goal_lines(rows: list[SystemResult]) -> list[str]:
-    return [goal.verdict(rows) for goal in GOALS]
+def goal_lines(rows: list[SystemResult], side_effect: bool = False) -> list[str]:
+    return [goal.verdict(rows) for goal in (SIDE_EFFECT_GOALS if side_effect else GOALS)]
 
 
 def median_result(results: list[SystemResult]) -> SystemResult:

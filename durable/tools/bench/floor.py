@@ -15,6 +15,7 @@ def run_floor(workload: Workload) -> SystemResult:
     import psycopg
     from psycopg.types.json import Jsonb
 
+    from durable.tools.bench.cpu import process_cpu_seconds
     from durable.tools.bench.downstream import downstream
 
     clock = StepClock()
@@ -22,6 +23,8 @@ def run_floor(workload: Workload) -> SystemResult:
         conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
         conn.execute(f"CREATE TABLE {TABLE} (run integer, seq integer, state jsonb NOT NULL, "
                      "created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (run, seq))")
+        backend = conn.info.backend_pid
+        cpu_before = (process_cpu_seconds() or 0.0, process_cpu_seconds(backend) or 0.0)
         started = time.perf_counter()
         for run in range(workload.runs):
             clock.start_workflow()
@@ -34,8 +37,10 @@ def run_floor(workload: Workload) -> SystemResult:
                 conn.execute(INSERT, (run, workload.steps + 1, Jsonb({"n": workload.steps, **outcome.result})))
                 clock.tick()
         seconds = time.perf_counter() - started
+        cpu = ((process_cpu_seconds() or 0.0) - cpu_before[0], (process_cpu_seconds(backend) or 0.0) - cpu_before[1])
         conn.execute(f"DROP TABLE {TABLE}")
-    return from_intervals(FLOOR, steps=workload.total_steps, seconds=seconds, intervals_ms=clock.intervals_ms)
+    return from_intervals(FLOOR, steps=workload.total_steps, seconds=seconds, intervals_ms=clock.intervals_ms,
+                          cpu=cpu)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from durable.executor import advance
+from durable.tools.bench.cpu import CpuMeter
 from durable.store import RunStore, store
 
 PHASES = {
@@ -52,6 +53,7 @@ class PhaseReport:
     steps: int
     seconds: float
     by_phase: dict[str, list[float]] = field(default_factory=dict)
+    cpu: tuple[float, float] = (0.0, 0.0)  # CPU seconds of this process and of its Postgres backend
 
     def per_run_ms(self, phase: str) -> float:
         return sum(self.by_phase[phase]) / self.runs * 1000
@@ -74,14 +76,22 @@ class PhaseReport:
         lines.append(f"  {'executor and step code':<38} {'':>6} {'':>10} {self.rest_per_run_ms:>11.2f}")
         lines.append(f"  {'a whole run':<38} {'':>6} {'':>10} {self.run_ms:>11.2f}")
         lines.append(f"  steps/s in this process: {self.steps / self.seconds:.1f}")
+        per_1000 = 1000 / self.steps
+        lines.append(f"  CPU per 1,000 steps: this process {self.cpu[0] * per_1000:.2f} s, "
+                     f"its Postgres backend {self.cpu[1] * per_1000:.2f} s")
         return lines
 
 
 def time_phases(run_ids: Sequence[UUID], steps_per_run: int) -> PhaseReport:
     """Advance each run to its end in this process through a timed store, one after another."""
     timed = TimedStore(store())
+    meter = CpuMeter()
+    meter.start()
     started = time.perf_counter()
     for run_id in run_ids:
         advance(run_id, db=timed)  # type: ignore[arg-type]  # a RunStore in all but name
     seconds = time.perf_counter() - started
-    return PhaseReport(len(run_ids), len(run_ids) * steps_per_run, seconds, timed.seconds)
+    meter.sample()
+    cpu = meter.as_json()
+    return PhaseReport(len(run_ids), len(run_ids) * steps_per_run, seconds, timed.seconds,
+                       (cpu["worker_cpu"], cpu["backend_cpu"]))

@@ -47,21 +47,32 @@ def bench_workflow(steps: int, side_effect: bool = False) -> Workflow:
 
 
 def _report_worker_stats(stats_dir: str) -> None:
-    """Count this worker's commits and tasks, rewriting its stats file after every task."""
-    from celery.signals import task_postrun
+    """Count this worker's commits, tasks and CPU seconds (its own and its Postgres backends'),
+    rewriting its stats file after every task."""
+    from celery.signals import task_postrun, task_prerun
+    from django.db import connection
 
     from durable.tools.bench.commits import CommitCounter
+    from durable.tools.bench.cpu import CpuMeter
 
     counter = CommitCounter()
     counter.install()
+    meter = CpuMeter()
     tasks = {"advance": 0}
     path = Path(stats_dir) / f"{os.getpid()}.json"
+
+    @task_prerun.connect(weak=False)
+    def _start(**_: Any) -> None:
+        if meter.worker_start is None:
+            connection.ensure_connection()  # so the backend is counted from the first task on
+        meter.start()
 
     @task_postrun.connect(weak=False)
     def _write(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "name", "") == "durable.advance_run":
             tasks["advance"] += 1
-        path.write_text(json.dumps({"commits": counter.commits, "advance_tasks": tasks["advance"]}))
+        meter.sample()
+        path.write_text(json.dumps({"commits": counter.commits, "advance_tasks": tasks["advance"], **meter.as_json()}))
 
 
 if os.environ.get("DURABLE_BENCH_STEPS"):

@@ -43,16 +43,24 @@ def test_an_unmeasured_peer_shows_why_instead_of_numbers():
 
 def test_the_table_gives_each_system_its_ratio_to_durable():
     lines = comparison_table([result(DURABLE, 500), result(DBOS, 250), result(FLOOR, 2000)])
-    assert lines[0].split() == ["system", "steps/s", "p50", "ms", "p99", "ms", "vs", "durable"]
-    assert lines[1].split()[-4:] == ["500.0", "1.00", "3.00", "1.00x"]
-    assert lines[2].endswith("0.50x") and lines[3].endswith("4.00x")
+    assert lines[0].split() == ["system", "steps/s", "p50", "ms", "p99", "ms", "vs", "durable", "CPU", "s/1k",
+                                "steps:", "process", "backend"]
+    assert lines[1].split()[-6:] == ["500.0", "1.00", "3.00", "1.00x", "-", "-"]  # CPU not measured
+    assert lines[2].split()[-3] == "0.50x" and lines[3].split()[-3] == "4.00x"
+
+
+def test_cpu_per_1000_steps_comes_from_the_seconds_a_runner_measured():
+    measured = from_intervals(FLOOR, steps=2000, seconds=1.0, intervals_ms=[0.3], cpu=(0.5, 0.25))
+    assert (measured.worker_cpu_per_1000, measured.backend_cpu_per_1000) == (0.25, 0.125)
+    assert comparison_table([measured])[1].split()[-2:] == ["0.25", "0.12"]
 
 
 def test_goals_say_met_missed_or_not_measured():
     rows = [result(DURABLE, 600), result(DBOS, 300), result(LANGGRAPH, 400), SystemResult(FLOOR, note=NOT_INSTALLED)]
     dbos, langgraph, floor = goal_lines(rows)
-    assert "met (600 vs 300 steps/s)" in dbos
-    assert "MISSED (600 vs 800 steps/s)" in langgraph
+    assert "MISSED (600 vs 1500 steps/s)" in dbos
+    assert goal_lines(rows, side_effect=True) == ["  durable >= 2.5 x LangGraph + PostgresSaver: MISSED (600 vs 1000 steps/s)"]
+    assert "MISSED (600 vs 1200 steps/s)" in langgraph
     assert floor.endswith("not measured")
 
 

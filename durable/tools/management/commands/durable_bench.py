@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +23,11 @@ from durable.conf import durable_settings
 from durable import dispatch, services
 from durable.tools.bench import compare
 from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
-from durable.tools.bench.measure import BenchResult, measure, step_intervals_ms
+from durable.tools.bench.measure import BenchResult, measure, run_table_updates, step_intervals_ms
 from durable.tools.bench.peers import RUNNERS, Workload, run_peer
 from durable.tools.bench.phases import PhaseReport, time_phases
+from durable.tools.bench import wakeup
+from durable.tools.bench.wakeup import Wakeups
 from durable.tools.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
 from durable.tools.processes import WorkerProcess, database_url
@@ -59,6 +62,14 @@ class Command(BaseCommand):
         parser.add_argument("--in-process", action="store_true",
                             help="advance the runs in this process (no broker, no worker) and show where a "
                                  "run's time goes: the lease claim, the reads, the step writes, the rest")
+        parser.add_argument("--wakeups", type=int, default=None,
+                            help="probe runs measuring wake-up latency with the 1-worker benchmark's worker "
+                                 "(API start, approval, retry); default 50 with --compare, else 0")
+        parser.add_argument("--sweeper-at", type=int, default=0, metavar="RUNS",
+                            help="seed RUNS runs (Postgres; use a scratch database), time the sweeper's query "
+                                 "on them, and remove them")
+        parser.add_argument("--resume-with", type=int, default=0, metavar="N",
+                            help="time resuming a run that has N recorded activity results, in this process")
         parser.add_argument("--side-effect", action="store_true",
                             help="with --in-process: one more step per run, with one side effect")
 
@@ -80,6 +91,20 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         call_command("migrate", verbosity=0, interactive=False)
+        wakeups = options["wakeups"]
+        self.probes = (50 if comparing else 0) if wakeups is None else wakeups
+        self.wakeups = Wakeups()
+        if options["sweeper_at"]:
+            from durable.tools.bench import sweeper
+
+            self.stdout.write(f"durable_bench --sweeper-at {options['sweeper_at']:,}")
+            self._lines(sweeper.seed_and_time(options["sweeper_at"]))
+            return
+        if options["resume_with"]:
+            from durable.tools.bench.resume import time_resume
+
+            self._lines(time_resume(options["resume_with"]))
+            return
         if options["in_process"]:
             self._phases(runs, steps, options["side_effect"])
             return
@@ -89,6 +114,7 @@ class Command(BaseCommand):
                 self._compare(runs, steps, counts, timeout, repeat)
             else:
                 self._report(self._bench(runs, steps, counts[0], timeout, keep), counts[0])
+            self._report_wakeups()
 
     # -- durable alone ------------------------------------------------------------
 
@@ -99,16 +125,19 @@ class Command(BaseCommand):
         env = {
             "DURABLE_BENCH_STEPS": str(steps), "DURABLE_BENCH_STATS_DIR": str(stats_dir),
             "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "",
-            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows"]),
+            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows",
+                                                  "durable.tools.bench.wakeup"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
         }
         # Runs of an account of its own, and workers scoped to them, on a queue of its own (durable/scope.py).
         account = tool_account("bench")
         env.update(scope_env(account))
         run_ids = _start_runs(workflow, runs, account)
+        probed = bool(self.probes and workers == 1 and not side_effect)
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         pool = [WorkerProcess(env=env, name=f"bench{i}", log_path=logs / f"bench-worker-{i}.log") for i in range(workers)]
+        updates_before = run_table_updates()
         try:
             for worker in pool:
                 worker.start()
@@ -118,14 +147,21 @@ class Command(BaseCommand):
             unfinished = wait_for_runs(run_ids, until={RunStatus.SUCCEEDED}, timeout=timeout)
             if unfinished:
                 raise CommandError(f"{unfinished} run(s) unfinished after {timeout:.0f}s")
+            time.sleep(0.3)  # the last task's stats file is written just after its run's last commit
+            result = measure(run_ids, len(workflow.steps), started, stats_dir)  # before the probes add to the counts
+            if probed:  # the same worker, idle now
+                self.wakeups.add(wakeup.probe(self.probes, account))
         finally:
             for worker in pool:
                 worker.stop()
             retire(account)
-        result = measure(run_ids, len(workflow.steps), started, stats_dir)
+        if not probed:  # the probes' updates would count too (the workers flush their counts as they exit)
+            updates = run_table_updates()
+            result.run_updates = (updates[0] - updates_before[0], updates[1] - updates_before[1])
         if not keep:
             delete_runs(run_ids)
-            account.delete()  # nothing left that it created
+            if not probed:
+                account.delete()  # nothing left that it created (probe runs stay: see wakeup.probe)
         return result
 
     def _phases(self, runs: int, steps: int, side_effect: bool) -> None:
@@ -148,6 +184,17 @@ class Command(BaseCommand):
                           f"(incl. one lease claim per task)")
         self.stdout.write(f"  advance tasks        {r.advance_tasks} = {r.advance_tasks / r.runs:.2f} per run "
                           f"(broker messages per step: {r.advance_tasks / r.steps:.3f})")
+        updated, hot = r.run_updates
+        if updated:
+            self.stdout.write(f"  durable_run updates  {updated}, {hot / updated:.0%} heap-only (HOT; pg_stat_user_tables)")
+        self.stdout.write(f"  CPU per 1,000 steps  worker {r.worker_cpu_per_1000_steps:.2f} s, Postgres backends "
+                          f"{r.backend_cpu_per_1000_steps:.2f} s (/proc, from each worker's first task)")
+
+    def _report_wakeups(self) -> None:
+        if self.probes:
+            self.stdout.write("\nwake-up latency, 1 idle worker, broker " + settings.CELERY_BROKER_URL.split("://")[0] +
+                              " (each step notes its start; all probes of all repeats)")
+            self._lines(self.wakeups.lines())
 
     # -- durable beside its peers ---------------------------------------------------
 
@@ -168,7 +215,7 @@ class Command(BaseCommand):
             title = (f"(b) {steps} trivial steps + 1 side effect (in-process downstream, idempotency key) per workflow"
                      if side_effect else f"(a) {steps} trivial steps per workflow")
             self.stdout.write(f"\n{title}; durable with 1 worker process")
-            self._lines(compare.comparison_table(rows) + ["  goals:"] + compare.goal_lines(rows))
+            self._lines(compare.comparison_table(rows) + ["  goals:"] + compare.goal_lines(rows, side_effect))
         for workers in counts:
             if workers not in scaling:
                 scaling[workers] = self._durable(Workload(runs, steps, False, ""), workers, timeout, repeat)
@@ -180,7 +227,9 @@ class Command(BaseCommand):
         def once() -> SystemResult:
             r = self._bench(workload.runs, workload.steps, workers, timeout, keep=False,
                             side_effect=workload.side_effect)
-            return SystemResult(DURABLE, r.steps, r.seconds, r.step_p50_ms, r.step_p99_ms)
+            return SystemResult(DURABLE, r.steps, r.seconds, r.step_p50_ms, r.step_p99_ms,
+                                worker_cpu_per_1000=r.worker_cpu_per_1000_steps,
+                                backend_cpu_per_1000=r.backend_cpu_per_1000_steps)
 
         return self._median(once, repeat)
 
@@ -190,7 +239,7 @@ class Command(BaseCommand):
         workflow = bench_workflow(workload.steps, side_effect=workload.side_effect)
         report, intervals = _advance_in_process(workflow, workload.runs)
         return compare.from_intervals(DURABLE_IN_PROCESS, steps=report.steps, seconds=report.seconds,
-                                      intervals_ms=intervals)
+                                      intervals_ms=intervals, cpu=report.cpu)
 
     @staticmethod
     def _median(measure_once: Callable[[], SystemResult], repeat: int) -> SystemResult:
