@@ -60,10 +60,6 @@ class Now:
     def blocked_total(self) -> int:
         return dict(self.in_flight)[RunStatus.BLOCKED_VERSION]
 
-    @property
-    def oldest_wait(self) -> timedelta | None:
-        return timezone.now() - self.oldest_approval.created_at if self.oldest_approval else None
-
 
 @dataclass(frozen=True)
 class LastDay:
@@ -74,10 +70,6 @@ class LastDay:
     decided: Hourly  # approvals approved or rejected
     median_wait: timedelta | None  # from asking to deciding, over the decisions counted
     duplicates_prevented: Hourly
-
-    @property
-    def hour_starts(self) -> list[datetime]:
-        return [self.since + n * HOUR for n in range(HOURS)]
 
 
 @dataclass(frozen=True)
