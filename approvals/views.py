@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from approvals import services
 from approvals.context_processors import VIEW_PERMISSION
-from approvals.forms import DecisionForm, InboxFilters, page_marker
+from approvals.forms import DecisionForm, InboxFilters
 from approvals.models import ApprovalRequest
 from approvals.selectors import (
     DEFAULT_TAB,
@@ -30,9 +30,9 @@ from approvals.selectors import (
     inbox_state,
     newer_ask,
     request_state,
-    tab_counts,
 )
 from durable.console import live
+from durable.console.paging import page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.engine.approvals import ApprovalStatus, differences
 from durable.services import (
@@ -100,7 +100,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
                        user=request.user) if filters.is_valid() else []
     next_page = next_page_link(request, reverse("approvals:inbox"), found, PAGE,
                                lambda last: page_marker(last.expires_at, last.id))
-    counts = tab_counts(request.user, filters.filters()) if filters.is_valid() else {}
+    counts, _ = request.live_state or ({}, None)  # inbox_state's tab counts, read once for the version
     context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page,
                "tab": tab, "tabs": [(TABS[name], counts.get(name, 0), _tab_link(request, name)) for name in TABS]}
     return fragment_or_page(request, "approvals/_inbox_live.html", "approvals/inbox.html", context)

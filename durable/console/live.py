@@ -47,7 +47,10 @@ def live(state: State) -> Callable[[Callable[..., HttpResponse]], Callable[..., 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            version = stamp(request, state(request, *args, **kwargs))
+            # Kept on the request, so that a view which shows what the state read (the inbox's tab counts)
+            # need not read it a second time.
+            request.live_state = state(request, *args, **kwargs)  # type: ignore[attr-defined]
+            version = stamp(request, request.live_state)  # type: ignore[attr-defined]
             return not_modified(request, version) or tagged(view(request, *args, **kwargs), request)
         return wrapper
     return decorate
