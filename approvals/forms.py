@@ -6,20 +6,12 @@ from typing import Any
 from uuid import UUID
 
 from django import forms
-from django.utils.dateparse import parse_datetime
 
 from approvals.selectors import DEFAULT_TAB, TABS
 from durable.console.fields import ReasonField
+from durable.console.paging import read_page_marker
 from durable.engine.approvals import Verdict
 from durable.labels import LabelledForm
-
-MARKER_SEPARATOR = "~"
-
-
-def page_marker(expires_at: datetime, request_id: UUID) -> str:
-    """Where the next inbox page starts: just after this request in (expires_at, id) order."""
-    return f"{expires_at.isoformat()}{MARKER_SEPARATOR}{request_id}"
-
 
 class InboxFilters(LabelledForm, forms.Form):
     kind = forms.CharField(max_length=100, required=False)
@@ -36,12 +28,7 @@ class InboxFilters(LabelledForm, forms.Form):
         value = self.cleaned_data["after"]
         if not value:
             return None
-        when, _, request_id = value.partition(MARKER_SEPARATOR)
-        try:
-            parsed = parse_datetime(when)
-            marker = (parsed, UUID(request_id)) if parsed is not None else None
-        except ValueError:
-            marker = None
+        marker = read_page_marker(value, UUID)  # (expires_at, request id)
         if marker is None:
             raise forms.ValidationError("not a page of this inbox; start again from the first page")
         return marker

@@ -21,9 +21,9 @@ from django.http import (
 )
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_safe
 
+from durable.console.paging import page_marker, read_page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.console.spreadsheet import inert
 from durable.labels import LabelledForm
@@ -33,7 +33,6 @@ from durable.permissions import can_see_contents
 VIEW = "durable.view_operatoraction"
 CONTENTS_HIDDEN = "(hidden: the ledger's contents need view_checkpoint, view_journalentry and view_sideeffect)"
 PAGE = 100
-MARKER_SEPARATOR = "~"
 LOOKUPS = {"actor": "actor_username", "action": "action", "source": "source", "run": "run_id",
            "operation_id": "operation_id"}
 CSV_COLUMNS = ["when", "actor", "action", "run", "operation_id", "source", "status_before", "status_after",
@@ -57,11 +56,10 @@ class AuditFilters(LabelledForm, forms.Form):
         value = self.cleaned_data["after"]
         if not value:
             return None
-        when, _, action_id = value.partition(MARKER_SEPARATOR)
-        parsed = parse_datetime(when) if action_id.isdigit() else None
-        if parsed is None or parsed.tzinfo is None:
+        marker = read_page_marker(value, _action_id)  # (created_at, action id)
+        if marker is None:
             raise forms.ValidationError("not a page of this trail; start again from the first page")
-        return parsed, int(action_id)
+        return marker
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -115,7 +113,13 @@ def trail(request: HttpRequest) -> HttpResponse:
 
 
 def _marker(action: OperatorAction) -> str:
-    return f"{action.created_at.isoformat()}{MARKER_SEPARATOR}{action.id}"
+    return page_marker(action.created_at, action.id)
+
+
+def _action_id(value: str) -> int:
+    if not value.isdigit():  # int() would also take " 7" and "-7"
+        raise ValueError(value)
+    return int(value)
 
 
 def _export_url(request: HttpRequest) -> str:

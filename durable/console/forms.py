@@ -6,32 +6,25 @@ from typing import Any
 from uuid import UUID
 
 from django import forms
-from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from durable.api.filters import RunFilterSerializer
+from durable.console import paging
 from durable.labels import LabelledForm
 from durable.console.fields import ReasonField
 from durable.models import Run
 
-MARKER_SEPARATOR = "~"
-
-
 def page_marker(run: Run) -> str:
     """Where the next page of runs starts: just after this run in (-created_at, -id) order."""
-    return f"{run.created_at.isoformat()}{MARKER_SEPARATOR}{run.id}"
+    return paging.page_marker(run.created_at, run.id)
 
 
 def read_page_marker(value: str) -> tuple[datetime, UUID]:
     """The (created_at, run id) a page_marker wrote; anything else is a validation error."""
-    when, _, run_id = value.partition(MARKER_SEPARATOR)
-    try:
-        parsed = parse_datetime(when)
-        if parsed is not None and parsed.tzinfo is not None:
-            return parsed, UUID(run_id)
-    except ValueError:
-        pass
-    raise serializers.ValidationError("not a page of this list; start again from the first page")
+    marker = paging.read_page_marker(value, UUID)
+    if marker is None:
+        raise serializers.ValidationError("not a page of this list; start again from the first page")
+    return marker
 
 
 class RunsQuery(RunFilterSerializer):
