@@ -1,14 +1,19 @@
 """What the resolution form accepts; the rules of a resolution stay in reconciliation.services."""
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 from django import forms
 
 from durable.console.fields import ReasonField
+from durable.console.paging import read_page_marker
 from durable.engine.json_values import UnstorableJSON, parse_json
 from durable.labels import LabelledForm
 from reconciliation.services import DID_NOT_HAPPEN, FAIL, RETRY, SUCCEEDED
+
+OPERATION_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class ResolveForm(LabelledForm, forms.Form):
@@ -38,3 +43,24 @@ class ResolveForm(LabelledForm, forms.Form):
         if not isinstance(value, dict):
             raise forms.ValidationError("must be a JSON object, e.g. {\"notification_id\": \"ntf-1\"}")
         return value
+
+
+def _operation_id(value: str) -> str:
+    if not OPERATION_ID.fullmatch(value):
+        raise ValueError(value)
+    return value
+
+
+class QueuePage(LabelledForm, forms.Form):
+    """Which page of the reconciliation queue: just after the (updated_at, operation id) of the last row shown."""
+
+    after = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def clean_after(self) -> tuple[datetime, str] | None:
+        value = self.cleaned_data["after"]
+        if not value:
+            return None
+        marker = read_page_marker(value, _operation_id)
+        if marker is None:
+            raise forms.ValidationError("not a page of this queue; start again from the first page")
+        return marker

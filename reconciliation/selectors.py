@@ -1,7 +1,7 @@
 """Queries the reconciliation screens read: what waits for reconciliation, and one operation's history."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
@@ -14,12 +14,13 @@ from durable.models import JournalEntry, OperatorAction, SideEffect
 LEDGER_KINDS = [JournalEntry.Kind.SIDE_EFFECT, JournalEntry.Kind.RECONCILIATION, JournalEntry.Kind.NEEDS_ATTENTION]
 
 
-def awaiting_reconciliation(limit: int) -> list[SideEffect]:
-    """UNKNOWN operations and those STARTED for longer than the reconciler waits, longest waiting first.
+def awaiting_reconciliation(limit: int, after: tuple[datetime, str] | None = None) -> list[SideEffect]:
+    """UNKNOWN operations and those STARTED for longer than the reconciler waits, longest waiting first, from
+    just after the (updated_at, operation id) marker `after`.
 
     Up to `limit` + 1 rows: the extra one only tells the caller that there are more.
     """
-    return list(_waiting().select_related("run")[:limit + 1])
+    return list(_after(_waiting(), after).select_related("run")[:limit + 1])
 
 
 def _waiting() -> QuerySet[SideEffect]:
@@ -28,9 +29,17 @@ def _waiting() -> QuerySet[SideEffect]:
     return SideEffect.objects.filter(waiting).order_by("updated_at", "operation_id")
 
 
-def queue_state(limit: int) -> Any:
+def _after(waiting: QuerySet[SideEffect], after: tuple[datetime, str] | None) -> QuerySet[SideEffect]:
+    if after is None:
+        return waiting
+    updated_at, operation_id = after
+    return waiting.filter(Q(updated_at__gt=updated_at) | Q(updated_at=updated_at, operation_id__gt=operation_id))
+
+
+def queue_state(limit: int, after: tuple[datetime, str] | None = None) -> Any:
     """What a live queue's version reads: the rows it shows, by their last change and their run's status."""
-    return list(_waiting().values_list("operation_id", "status", "updated_at", "run__status")[:limit + 1])
+    rows = _after(_waiting(), after).values_list("operation_id", "status", "updated_at", "run__status")
+    return list(rows[:limit + 1])
 
 
 def operation_state(operation_id: str) -> Any:

@@ -14,19 +14,21 @@ from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from durable.conf import durable_settings
 from durable.console import live
-from durable.console.rendering import Outcome, fragment_or_page
+from durable.console.paging import page_marker
+from durable.console.rendering import Outcome, fragment_or_page, next_page_link
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import contents_required
 from durable.services import Conflict, InvalidInput, Unavailable
-from reconciliation.forms import ResolveForm
+from reconciliation.forms import QueuePage, ResolveForm
 from reconciliation.reconciler import NOT_FOUND, Finding
 from reconciliation.selectors import (
     awaiting_reconciliation,
@@ -45,7 +47,7 @@ from reconciliation.services import (
 
 # Every screen here shows ledger rows and journal entries: the contents rule (durable/permissions.py) guards each.
 RESOLVE = "durable.resolve_sideeffect"
-LIMIT = 200
+PAGE = 50
 SETTLED = {
     Op.SUCCEEDED: "Recorded as SUCCEEDED with reference {ref}.",
     Op.FAILED_RETRYABLE: "Recorded as not happened: the step sends it again with the same key.",
@@ -55,10 +57,15 @@ SETTLED = {
 
 @contents_required
 @require_safe
-@live.live(lambda request: queue_state(LIMIT))
+@live.live(lambda request: queue_state(PAGE, _page_after(request)))
 def operations(request: HttpRequest) -> HttpResponse:
-    found = awaiting_reconciliation(LIMIT)
-    context = {"operations": found[:LIMIT], "more": len(found) > LIMIT,
+    page = QueuePage(request.GET)
+    # A bad marker shows its error and no operations, rather than the first page as if it were the asked one.
+    found = awaiting_reconciliation(PAGE, page.cleaned_data["after"]) if page.is_valid() else []
+    next_page = next_page_link(request, reverse("reconciliation:operations"), found, PAGE,
+                               lambda last: page_marker(last.updated_at, last.operation_id))
+    context = {"operations": found[:PAGE], "next_page": next_page, "errors": page.errors,
+               "first_page": reverse("reconciliation:operations") if page.data.get("after") else "",
                "started_after": durable_settings.DURABLE_RECONCILE_AFTER_SECONDS}
     return fragment_or_page(request, "reconciliation/_queue.html", "reconciliation/operations.html", context)
 
@@ -111,6 +118,11 @@ def resolve(request: HttpRequest, operation_id: str) -> HttpResponse:
         return _resolution_answer(request, resolved, HTTPStatus.OK, outcome=outcome)
     messages.success(request, outcome.message)
     return redirect("reconciliation:operation", resolved.operation_id)
+
+
+def _page_after(request: HttpRequest) -> tuple[Any, str] | None:
+    page = QueuePage(request.GET)
+    return page.cleaned_data["after"] if page.is_valid() else None
 
 
 def _refused(request: HttpRequest, row: SideEffect, form: ResolveForm) -> HttpResponse:

@@ -158,6 +158,48 @@ def test_the_list_shows_unknown_and_long_started_operations_oldest_first_and_not
     assert "tickets" in html and "STARTED" in html
 
 
+def unknown_copies(row, count):
+    """`count` more UNKNOWN operations of `row`'s run, each waiting one second less long than the one before."""
+    now = timezone.now()
+    copies = [SideEffect(operation_id=f"{i:032x}", run_id=row.run_id, step=f"{row.step}-{i}",
+                         action_name=row.action_name, downstream=row.downstream, business_key=row.business_key,
+                         request_hash=row.request_hash, payload=row.payload, status=Op.UNKNOWN)
+              for i in range(count)]
+    SideEffect.objects.bulk_create(copies)
+    for i, copy in enumerate(copies):
+        SideEffect.objects.filter(pk=copy.pk).update(updated_at=now - timedelta(hours=1, seconds=-i))
+    return copies
+
+
+def listed(row, html):
+    return f"<code>{row.operation_id}</code>" in html
+
+
+def test_the_list_is_paged_by_50_longest_waiting_first_and_each_page_links_the_next(demo, viewer):
+    _, row = needs_attention(demo)
+    copies = unknown_copies(row, 60)  # all waiting longer than `row`, oldest first
+
+    first = viewer.get(list_url()).content.decode()
+    assert first.count('class="operation-row"') == 50
+    assert listed(copies[0], first) and not listed(copies[50], first)
+    next_page = re.search(r'href="([^"]*after=[^"]*)" class="next-page"', first).group(1).replace("&amp;", "&")
+
+    second = viewer.get(next_page).content.decode()
+    assert second.count('class="operation-row"') == 11
+    assert [listed(c, second) for c in copies[50:]] == [True] * 10 and listed(row, second)
+    assert not listed(copies[49], second) and 'class="next-page"' not in second
+    assert 'class="first-page"' in second
+
+
+def test_a_forged_queue_page_is_a_400_naming_the_page(demo, viewer):
+    needs_attention(demo)
+    for forged in ("yesterday~" + "a" * 32, "2026-12-06T05:00:00+00:00~not-an-operation", "2026-12-06T05:00:00~" + "a" * 32):
+        response = viewer.get(list_url(), {"after": forged})
+        html = response.content.decode()
+        assert response.status_code == 400, forged
+        assert "Page: not a page of this queue" in html and 'class="operation-row"' not in html
+
+
 def test_the_list_says_when_nothing_waits(viewer):
     assert "Nothing waits for reconciliation" in viewer.get(list_url()).content.decode()
 
