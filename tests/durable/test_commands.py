@@ -131,7 +131,9 @@ def test_console_benchmark_times_each_page_against_its_budget_on_postgres(capsys
     report = capsys.readouterr().out
     assert "seeding 3,000 runs and 20 pending approvals" in report and "at https://console.example.com/" in report
     for page, answer in (("runs, status=FAILED", 200), ("approvals inbox", 200), ("overview", 200),
-                         ("overview, htmx poll", 200), ("run page", 200), ("approval page", 200),
+                         ("overview, poll", 200), ("overview, poll unchanged", 304), ("run page", 200),
+                         ("run page, poll unchanged", 304), ("approvals inbox, poll unchanged", 304),
+                         ("reconciliation queue, poll", 200), ("operation page, poll unchanged", 304), ("approval page", 200),
                          ("operation page", 200), ("reconciliation queue", 200), ("search, run id", 302),
                          ("search, operation id", 302), ("search, approval id", 302),
                          ("search, business key part", 200), ("search, customer email", 302)):
