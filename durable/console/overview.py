@@ -93,7 +93,7 @@ def state_now() -> Now:
     return Now(
         in_flight=[(status.value, counts.get(status, 0)) for status in IN_FLIGHT],
         pending_approvals=pending.count(),
-        oldest_approval=pending.order_by("created_at", "id").only("id", "kind", "business_key", "created_at").first(),
+        oldest_approval=pending.order_by("created_at", "id").only("id", "kind", "business_key", "created_at", "status", "decided_at").first(),
         stuck_approvals=stuck_count(older_than=now - timedelta(hours=durable_settings.DURABLE_STUCK_APPROVAL_HOURS),
                                     expiring_before=now + NEAR_EXPIRY),
         unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
