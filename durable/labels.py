@@ -19,7 +19,7 @@ FIELD_LABELS: dict[str, str] = {
     "outcome": "Outcome", "external_ref": "External reference", "result": "Result (JSON object)",
     "follow_up": "If it did not happen", "operation_id": "Operation id", "action": "Action",
     # audit
-    "actor": "Actor", "source": "Source", "since": "From", "until": "To",
+    "actor": "Actor", "source": "Source", "since": "From", "until": "To", "bulk": "Bulk id",
     # tokens and preferences
     "name": "Name", "days": "Expires in (days)", "owner": "For user", "expires_at": "Expires",
     "time_zone": "Time zone", "from_browser": "Sent by the browser",

@@ -34,7 +34,7 @@ VIEW = "durable.view_operatoraction"
 CONTENTS_HIDDEN = "(hidden: the ledger's contents need view_checkpoint, view_journalentry and view_sideeffect)"
 PAGE = 100
 LOOKUPS = {"actor": "actor_username", "action": "action", "source": "source", "run": "run_id",
-           "operation_id": "operation_id"}
+           "operation_id": "operation_id", "bulk": "detail__bulk_id"}
 CSV_COLUMNS = ["when", "actor", "action", "run", "operation_id", "source", "status_before", "status_after",
                "reason", "detail"]
 
@@ -48,6 +48,8 @@ class AuditFilters(LabelledForm, forms.Form):
     run = forms.UUIDField(required=False)
     operation_id = forms.RegexField(r"^[0-9a-f]{32}$", required=False, error_messages={
         "invalid": "an operation id is 32 lowercase hexadecimal characters"})
+    bulk = forms.RegexField(r"^[0-9a-f]{32}$", required=False, label="Bulk id", error_messages={
+        "invalid": "a bulk id is 32 lowercase hexadecimal characters, as a bulk action's result shows it"})
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
     after = forms.CharField(required=False, widget=forms.HiddenInput)

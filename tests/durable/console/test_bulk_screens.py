@@ -155,3 +155,21 @@ def test_the_single_run_actions_permission_is_needed():
                                                           "reason": "r"}).status_code == 403
     assert Run.objects.get(id=run.id).status == RunStatus.PENDING
     assert may_retry.get(bulk_url("retry", run=uuid.uuid4())).status_code == 200
+
+
+def test_the_result_links_the_audit_trail_filtered_to_the_batch_and_the_trail_shows_just_its_rows():
+    auditor = client_for(make_user("ada", VIEW, "durable.cancel_run", "durable.view_operatoraction"))
+    batch = [run_in(RunStatus.WAITING_RETRY, business_key=f"ORD-{i}") for i in range(2)]
+    alone = run_in(RunStatus.WAITING_RETRY, business_key="ORD-9")
+    auditor.post(reverse("durable:run-cancel", args=[alone.id]), {"reason": "one by one", "confirm": "on"})
+    page = auditor.get(bulk_url("cancel", run=[r.id for r in batch])).content.decode()
+    result = auditor.post(reverse("durable:bulk-cancel"), {"runs": confirmation_form(page), "confirm": "on",
+                                                           "reason": "the campaign was withdrawn"}).content.decode()
+    bulk_id = operator_actions().get(run_id=batch[0].id).detail["bulk_id"]
+    link = f'{reverse("audit:trail")}?bulk={bulk_id}'
+    assert f'href="{link}"' in result
+
+    trail = auditor.get(link).content.decode()
+    assert trail.count("the campaign was withdrawn") == 2 and "one by one" not in trail
+    refused = auditor.get(reverse("audit:trail"), {"bulk": "not-a-bulk-id"})
+    assert refused.status_code == 400 and "Bulk id: a bulk id is 32 lowercase hexadecimal" in refused.content.decode()
