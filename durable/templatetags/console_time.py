@@ -68,14 +68,20 @@ def duration(value: timedelta | None) -> str:
     return _amount(max(value.total_seconds(), 0.0), parts=2)
 
 
-def render_when(at: datetime, now: datetime) -> SafeString:
+def render_when(at: datetime, now: datetime | None) -> SafeString:
+    """`at` absolute, with the relative beside it unless `now` is None."""
+    if now is None:
+        return format_html('<time class="when" datetime="{}">{}</time>', iso(at), absolute(at))
     return format_html('<time class="when" datetime="{}">{} <small class="relative">{}</small></time>',
                        iso(at), absolute(at), relative(at, now))
 
 
 @register.filter
-def when(value: datetime | None) -> SafeString | str:
-    """A time as the operator reads it: absolute in their zone, with how long ago or how soon."""
+def when(value: datetime | None, relative_to: str = "now") -> SafeString | str:
+    """A time as the operator reads it: absolute in their zone, with how long ago or how soon.
+
+    `{{ at|when:"countdown" }}` leaves the relative to a live countdown beside it (an approval's expiry).
+    """
     if value is None:
         return ""
-    return render_when(value, timezone.now())
+    return render_when(value, None if relative_to == "countdown" else timezone.now())

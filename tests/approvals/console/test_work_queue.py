@@ -96,7 +96,7 @@ def test_the_tabs_show_their_counts_and_the_current_one(queue, people):
 def test_the_inbox_shows_the_absolute_expiry_as_a_machine_readable_time(queue, people):
     html = client_for(people["bob"]).get(reverse("approvals:inbox")).content.decode()
     expires = ApprovalRequest.objects.get(id=queue["expiring"].id).expires_at
-    assert f'<time datetime="{expires.isoformat()}" class="absolute">{expires:%Y-%m-%d %H:%M} UTC</time>' in html
+    assert f'<time class="when" datetime="{expires:%Y-%m-%dT%H:%M:%SZ}">{expires:%Y-%m-%d %H:%M:%S} UTC</time>' in html
 
 
 def test_a_bad_tab_is_a_400_naming_it(people):
