@@ -395,3 +395,30 @@ def test_a_settled_operation_offers_no_form(demo, resolver):
     response = resolver.post(resolve_url(refund), {"outcome": "did_not_happen", "follow_up": "retry",
                                                    "reason": "r"}, **HTMX)
     assert response.status_code == 409 and "not UNKNOWN" in response.content.decode()
+
+
+# The navigation's count of UNKNOWN operations
+
+
+def test_the_navigation_counts_unknown_operations_for_those_who_may_see_the_ledger(demo, viewer):
+    needs_attention(demo)
+    needs_attention(demo, order_id="ORD-1002")
+    html = viewer.get(list_url()).content.decode()
+    assert re.search(r'Reconciliation <span id="unknown-badge" class="badge"[^>]*>2</span></a>', html)
+    runs_only = client_for(make_user("runs-only", "durable.view_run")).get(reverse("durable:runs")).content.decode()
+    assert "unknown-badge" not in runs_only
+
+
+def test_a_resolution_changes_every_live_screens_version_and_its_answer_carries_the_new_count(demo, viewer,
+                                                                                             resolver_user):
+    _, row = needs_attention(demo)
+    version = viewer.get(list_url())["ETag"]
+    before = viewer.get(list_url(), **HTMX).content.decode()
+    assert '<span id="unknown-badge" class="badge" title="UNKNOWN operations waiting for an operator" ' \
+           'hx-swap-oob="true">1</span>' in before
+    resolve_operation(operation_id=row.operation_id, user=resolver_user, outcome="succeeded", external_ref="ntf-9",
+                      reason="customer forwarded the email", source="api")
+    polled = viewer.get(list_url(), HTTP_IF_NONE_MATCH=version, **HTMX)
+    assert polled.status_code == 200
+    assert re.search(r'<span id="unknown-badge" class="badge badge-empty"[^>]*hx-swap-oob="true">0</span>',
+                     polled.content.decode())
