@@ -28,8 +28,9 @@ def run_count() -> int:
         return cursor.fetchone()[0]
 
 
-def seed_and_time(runs: int, repeat: int = 20) -> list[str]:
-    """Seed `runs` more runs (console.seed), time the sweeper's query, and remove them again."""
+def seed_and_time(runs: int, repeat: int = 20, *, keep: bool = False) -> list[str]:
+    """Seed `runs` more runs (console.seed), time the sweeper's query, and remove them again unless `keep`
+    (then `durable_console_bench --reuse` times the console on the same table)."""
     started = time.perf_counter()
     console.seed(runs, approvals=min(runs // 100, 10_000))
     seeded = time.perf_counter() - started
@@ -37,6 +38,7 @@ def seed_and_time(runs: int, repeat: int = 20) -> list[str]:
         p50, worst, found = time_due_runs(repeat)
         total = run_count()
     finally:
-        console.clear()
+        if not keep:
+            console.clear()
     return [f"  seeded {runs:,} runs in {seeded:.0f} s (table now {total:,} runs)",
             f"  sweeper's due_runs(): p50 {p50:.1f} ms, max {worst:.1f} ms over {repeat} beats, {found} run(s) due"]

@@ -44,3 +44,15 @@ def test_sweeper_at_times_the_sweepers_query_on_seeded_runs_and_removes_them(cap
     out = capsys.readouterr().out
     assert "seeded 2,000 runs" in out and "table now 2,000 runs" in out and "due_runs(): p50" in out
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sweeper_at_with_keep_leaves_the_seeded_runs_for_the_console_benchmark(capsys):
+    if connection.vendor != "postgresql":
+        pytest.skip("the seeding uses Postgres' generate_series")
+    from durable.tools.bench import console
+
+    call_command("durable_bench", "--sweeper-at", "1000", "--keep")
+    assert "due_runs(): p50" in capsys.readouterr().out
+    assert Run.objects.filter(workflow_name__startswith=console.PREFIX).count() == 1000
+    console.clear()

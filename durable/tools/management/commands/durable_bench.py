@@ -67,7 +67,7 @@ class Command(BaseCommand):
                                  "(API start, approval, retry); default 50 with --compare, else 0")
         parser.add_argument("--sweeper-at", type=int, default=0, metavar="RUNS",
                             help="seed RUNS runs (Postgres; use a scratch database), time the sweeper's query "
-                                 "on them, and remove them")
+                                 "on them, and remove them (with --keep: leave them for durable_console_bench --reuse)")
         parser.add_argument("--resume-with", type=int, default=0, metavar="N",
                             help="time resuming a run that has N recorded activity results, in this process")
         parser.add_argument("--side-effect", action="store_true",
@@ -98,7 +98,7 @@ class Command(BaseCommand):
             from durable.tools.bench import sweeper
 
             self.stdout.write(f"durable_bench --sweeper-at {options['sweeper_at']:,}")
-            self._lines(sweeper.seed_and_time(options["sweeper_at"]))
+            self._lines(sweeper.seed_and_time(options["sweeper_at"], keep=keep))
             return
         if options["resume_with"]:
             from durable.tools.bench.resume import time_resume
