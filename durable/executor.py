@@ -119,7 +119,7 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
     state, step_name = restored
     attempt = run.attempt
     deadline = time.monotonic() + durable_settings.DURABLE_TIME_SLICE_SECONDS
-    recorded = db.recorded_calls(run.id)  # each step runs at most once per task, so this stays true
+    recorded = db.recorded_calls(lease)  # each step runs at most once per task, so this stays true
     done = 0
     while True:
         with logs.bound(step=step_name, attempt=attempt):

@@ -148,6 +148,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Bind parameters on the server, so psycopg prepares a statement once it has run it
+    # prepare_threshold times on a connection: the executor's claim, step write and ledger
+    # moves are the same few statements again and again (docs/benchmarks.md).
+    # Django turns psycopg's preparing off (prepare_threshold None) unless told: behind a
+    # transaction-pooling PgBouncer set DURABLE_DB_PREPARE_THRESHOLD= (empty) to keep it off.
+    _threshold = os.environ.get("DURABLE_DB_PREPARE_THRESHOLD", "5").strip()
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        server_side_binding=env_bool("DURABLE_DB_SERVER_SIDE_BINDING", True),
+        prepare_threshold=int(_threshold) if _threshold else None,
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

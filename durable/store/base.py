@@ -32,6 +32,9 @@ class Lease:
     waited_seconds: float | None = None  # from when the run became due again to this claim
     # When this worker last set the expiry (its monotonic clock): what it knows of the lease it has left.
     renewed_at: float = field(default_factory=time.monotonic)
+    # What the claim read along with the lease (Postgres: one statement), handed out once by
+    # resume_point and recorded_calls; None: those read it themselves.
+    prefetched: Prefetched | None = field(default=None, repr=False, compare=False)
 
     def extended(self, now: datetime) -> datetime:
         """The expiry a fenced write sets from `now`; noted as this worker's latest renewal."""
@@ -59,6 +62,14 @@ class ResumePoint:
     next_step: str
     state: dict[str, Any]
     state_schema_version: int
+
+
+@dataclass
+class Prefetched:
+    """The newest checkpoint and the recorded activity results, as the claim saw them."""
+
+    point: ResumePoint | None
+    calls: dict[str, list[RecordedCall]] | None
 
 
 # What a claim reads from the run as it was, to tell when the run became due (resume latency).
@@ -121,9 +132,9 @@ class RunStore:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
         return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
 
-    def recorded_calls(self, run_id: UUID) -> dict[str, list[RecordedCall]]:
+    def recorded_calls(self, lease: Lease) -> dict[str, list[RecordedCall]]:
         """Every recorded activity result of the run, by step: read once per task, not per step."""
-        rows = JournalEntry.objects.filter(run_id=run_id, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
+        rows = JournalEntry.objects.filter(run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
         by_step: dict[str, list[RecordedCall]] = {}
         for step, index, name, result in rows.values_list("step", "call_index", "name", "result"):
             by_step.setdefault(step, []).append(RecordedCall(index, name, result))
