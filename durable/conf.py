@@ -48,6 +48,10 @@ SETTINGS: dict[str, Setting] = {
                              "CELERY_TASK_DEFAULT_QUEUE.", optional=True),
     "DURABLE_DELIVER_TWICE": Setting(False, "flag", "Send every run message twice, to prove duplicates are "
                                      "harmless. Drills only."),
+    "DURABLE_PREPARE_STATEMENTS": Setting(True, "flag", "Postgres: the executor's claim, step writes and ledger "
+                                          "moves are prepared on the server at their first run on a connection "
+                                          "(needs `server_side_binding` in the database OPTIONS). Turn off "
+                                          "behind a transaction-pooling PgBouncer."),
     "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
                                         "touches only the runs created by this account id; unset in "
                                         "production, whose sweeper leaves tool runs alone.", optional=True),

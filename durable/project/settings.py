@@ -149,16 +149,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Bind parameters on the server, so psycopg prepares a statement once it has run it
-    # prepare_threshold times on a connection: the executor's claim, step write and ledger
-    # moves are the same few statements again and again (docs/benchmarks.md).
-    # Django turns psycopg's preparing off (prepare_threshold None) unless told: behind a
-    # transaction-pooling PgBouncer set DURABLE_DB_PREPARE_THRESHOLD= (empty) to keep it off.
-    _threshold = os.environ.get("DURABLE_DB_PREPARE_THRESHOLD", "5").strip()
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        server_side_binding=env_bool("DURABLE_DB_SERVER_SIDE_BINDING", True),
-        prepare_threshold=int(_threshold) if _threshold else None,
-    )
+    # Bind parameters on the server, so that the run store can prepare the executor's few hot
+    # statements (DURABLE_PREPARE_STATEMENTS, durable/store/postgres.py). Nothing else is prepared:
+    # psycopg's prepare_threshold stays None (Django's default), because a prepared console query
+    # gets a generic plan after five runs, and a generic plan for a search LIKE over the trigram
+    # indexes took 15 ms searches to 365 ms (docs/benchmarks.md).
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env_bool(
+        "DURABLE_DB_SERVER_SIDE_BINDING", True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

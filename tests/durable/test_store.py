@@ -125,6 +125,35 @@ def test_a_claim_is_one_statement_on_postgres():
         assert len(statements) == 2, statements
 
 
+def prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.django_db
+def test_on_postgres_the_executors_statements_are_prepared_and_the_consoles_queries_are_not(settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are Postgres'")
+    from durable.models import RunSearch
+
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    executor.advance(run.id)
+    for _ in range(10):  # a console search, asked more often than psycopg's default threshold (5)
+        list(RunSearch.objects.filter(business_key__contains="ord-1"))
+    prepared = prepared_statements()
+    assert any("UPDATE durable_run" in sql and "durable_checkpoint" in sql for sql in prepared), prepared  # a step
+    assert any("FOR UPDATE" in sql for sql in prepared), prepared  # the claim
+    assert not any("durable_runsearch" in sql for sql in prepared), prepared  # keeps its custom plans
+
+    settings.DURABLE_PREPARE_STATEMENTS = False  # behind a transaction-pooling PgBouncer
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # psycopg forgets its own prepared names too
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t2")
+    executor.advance(run.id)
+    assert Run.objects.get(id=run.id).status == RunStatus.SUCCEEDED and prepared_statements() == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_side_effect_costs_three_commits_beyond_its_steps_checkpoint():
     import tests.durable.ledger_workflows  # noqa: F401  registers the probe workflow
