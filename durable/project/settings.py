@@ -258,6 +258,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "processed_folder": str(BROKER_DIR),
      "control_folder": str(BROKER_DIR / "control")}
     if CELERY_BROKER_URL.startswith("filesystem")
+    # Redis: no acknowledgement emulation. With it kombu keeps every delivered message in an "unacked"
+    # hash and zset until the ack, two more Redis round trips a task (about 10% of one worker's
+    # steps/s, docs/benchmarks.md), to re-send it only after visibility_timeout (1 hour) when a worker
+    # died holding it; the sweeper re-sends such a run at its first sweep after the run's lease ran
+    # out instead (invariant 9). A worker stopped politely still puts its unstarted
+    # messages back. DURABLE_REDIS_ACK_EMULATION=true restores kombu's default.
+    else {"ack_emulation": env_bool("DURABLE_REDIS_ACK_EMULATION", False)}
+    if CELERY_BROKER_URL.startswith(("redis", "rediss", "sentinel"))
     else {}
 )
 CELERY_TASK_IGNORE_RESULT = True
