@@ -72,6 +72,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web and worker processes share the file: wait for locks, take the write lock at BEGIN.
     DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # a file a worker can open too
+else:  # Postgres: server-side binding lets durable's run store prepare its statements (docs/embedding.md)
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True
