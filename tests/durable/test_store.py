@@ -255,3 +255,28 @@ def test_each_ledger_write_is_one_statement_on_postgres():
         assert all(statements[0].lstrip().startswith("WITH fenced") for statements in writes)
     else:  # SQLite: BEGIN, the fence, the ledger row's statements (and the journal entry), COMMIT
         assert [len(statements) for statements in writes] == [7, 4, 5], writes
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_store_writes_on_after_its_connection_was_closed():
+    # The Postgres store keeps a cursor per connection; a closed connection (the heartbeat closes its
+    # own when idle, Django's CONN_MAX_AGE closes old ones) must give the next statement a new one.
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
+    db = store()
+    lease, _ = db.claim(run.id, "w1", 30)
+    db.commit_step(lease, "step1", "step2", {"n": 1}, 1)
+    connection.close()
+    db.commit_step(lease, "step2", "step3", {"n": 2}, 1)
+    assert Run.objects.get(id=run.id).checkpoint_seq == 2
+
+
+@pytest.mark.django_db
+def test_on_postgres_a_failed_store_statement_raises_djangos_database_error():
+    if connection.vendor != "postgresql":
+        pytest.skip("the kept cursor is the Postgres store's")
+    from django.db import DatabaseError
+
+    from durable.store.postgres import _run
+
+    with pytest.raises(DatabaseError):  # the heartbeat catches django.db's errors, not psycopg's
+        _run("SELECT no_such_column FROM durable_run", {})
