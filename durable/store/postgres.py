@@ -180,8 +180,8 @@ Fetch = Literal["none", "one", "all"]
 def _run(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, Any]:
     """Run one of the store's statements: (rowcount, the row or rows fetched).
 
-    On a psycopg cursor kept for the connection (per thread, as Django's connections are), prepared
-    as `_prepared` does: a Django cursor per statement, its wrapper and the context manager cost about
+    On a psycopg cursor kept for the connection (per thread, as Django's connections are), inside
+    `_prepared`: a Django cursor per statement, its wrapper and the context manager cost about
     0.05 ms of the worker's CPU a statement, a tenth of a step here. What Django's cursor does that
     matters is kept: the health check and reconnect (ensure_connection), errors as django.db's
     (callers such as the heartbeat catch DatabaseError), the broken-transaction check, and the
@@ -203,23 +203,15 @@ def _run(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, Any]:
         db._durable_cursor = kept  # type: ignore[attr-defined]
     cursor = kept[1]
     db.validate_no_broken_transaction()
-    # As _prepared: psycopg prepares nothing while the connection's threshold is None (Django's
-    # default, which the console's queries keep), whatever execute(prepare=True) asks.
-    unprepared = raw.prepare_threshold
-    if durable_settings.DURABLE_PREPARE_STATEMENTS:
-        raw.prepare_threshold = 0
-    try:
-        with db.wrap_database_errors:
-            if db.execute_wrappers:
-                execute: Callable[..., Any] = partial(_execute_on, cursor)
-                for wrapper in reversed(db.execute_wrappers):
-                    execute = partial(wrapper, execute)
-                execute(sql, params, False, {"connection": db, "cursor": cursor})
-            else:
-                cursor.execute(sql, params)
-            return cursor.rowcount, _fetched(cursor, fetch)
-    finally:
-        raw.prepare_threshold = unprepared
+    with _prepared(), db.wrap_database_errors:
+        if db.execute_wrappers:
+            execute: Callable[..., Any] = partial(_execute_on, cursor)
+            for wrapper in reversed(db.execute_wrappers):
+                execute = partial(wrapper, execute)
+            execute(sql, params, False, {"connection": db, "cursor": cursor})
+        else:
+            cursor.execute(sql, params)
+        return cursor.rowcount, _fetched(cursor, fetch)
 
 
 def _execute_on(cursor: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
