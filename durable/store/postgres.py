@@ -10,24 +10,22 @@ query building (about 0.5 ms a query here).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from functools import partial
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Field
 from django.utils import timezone
 
-from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE
 from durable.models import JournalEntry, Run, SideEffect
 from durable.store.base import (BEFORE_CLAIM, Lease, Prefetched, ResumePoint, RunStore, claim_fields,
                                  claimed_lease)
+from durable.store.statements import prepared, run_statement
 
 # The portable claim's rule in one statement (free: no owner, or expired; due; claimable), which
 # also returns what the executor reads next: the newest checkpoint and the recorded activity
@@ -155,83 +153,11 @@ SELECT (SELECT count(*) FROM fenced), (SELECT count(*) FROM moved)
 _JSON_COLUMNS = frozenset({"payload", "result_json", "last_error"})
 
 
-@contextmanager
-def _prepared() -> Iterator[None]:
-    """The statements run inside are prepared on the server at their first run on this connection and reused
-    after: the executor's few statements, run again and again, skip parsing and planning (a step write 0.47 ->
-    0.35 ms, docs/benchmarks.md). Only these: the console's queries keep custom plans for the values they are
-    given. With client-side binding (Django's default) psycopg prepares nothing, and this changes nothing."""
-    if not durable_settings.DURABLE_PREPARE_STATEMENTS:
-        yield
-        return
-    connection.ensure_connection()
-    raw = connection.connection
-    unprepared = raw.prepare_threshold
-    raw.prepare_threshold = 0  # psycopg: prepare from the first run
-    try:
-        yield
-    finally:
-        raw.prepare_threshold = unprepared
-
-
-Fetch = Literal["none", "one", "all"]
-
-
-def _run(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, Any]:
-    """Run one of the store's statements: (rowcount, the row or rows fetched).
-
-    On a psycopg cursor kept for the connection (per thread, as Django's connections are), inside
-    `_prepared`: a Django cursor per statement, its wrapper and the context manager cost about
-    0.05 ms of the worker's CPU a statement, a tenth of a step here. What Django's cursor does that
-    matters is kept: the health check and reconnect (ensure_connection), errors as django.db's
-    (callers such as the heartbeat catch DatabaseError), the broken-transaction check, and the
-    connection's execute wrappers (the benchmark counts commits with one). When queries are logged
-    (DEBUG, tests' force_debug_cursor) it goes through Django's cursor, so they are logged.
-    """
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.queries_logged:
-        with _prepared(), db.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount, _fetched(cursor, fetch)
-    db.close_if_health_check_failed()
-    db.ensure_connection()
-    raw = db.connection
-    kept: tuple[Any, Any] | None = getattr(db, "_durable_cursor", None)
-    if kept is None or kept[0] is not raw or kept[1].closed:  # a new connection: a new cursor
-        with db.wrap_database_errors:
-            kept = (raw, db.create_cursor())
-        db._durable_cursor = kept  # type: ignore[attr-defined]
-    cursor = kept[1]
-    db.validate_no_broken_transaction()
-    with _prepared(), db.wrap_database_errors:
-        if db.execute_wrappers:
-            execute: Callable[..., Any] = partial(_execute_on, cursor)
-            for wrapper in reversed(db.execute_wrappers):
-                execute = partial(wrapper, execute)
-            execute(sql, params, False, {"connection": db, "cursor": cursor})
-        else:
-            cursor.execute(sql, params)
-        return cursor.rowcount, _fetched(cursor, fetch)
-
-
-def _execute_on(cursor: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
-    """An execute wrapper's innermost call, as Django's cursor makes it."""
-    return cursor.execute(sql, params)
-
-
-def _fetched(cursor: Any, fetch: Fetch) -> Any:
-    if fetch == "one":
-        return cursor.fetchone()
-    if fetch == "all":
-        return cursor.fetchall()
-    return None
-
-
 class PostgresRunStore(RunStore):
     def claim(self, run_id: UUID | str, owner: str, lease_seconds: float) -> tuple[Lease, Run] | None:
         now = timezone.now()
         params = {**claim_fields(owner, now, lease_seconds), "run_id": run_id, "now": now, "claimable": _CLAIMABLE}
-        _, row = _run(_CLAIM_SQL, params, "one")
+        _, row = run_statement(_CLAIM_SQL, params, "one")
         if row is None:  # no such run, or not free, not due or not claimable
             return None
         run = _run_from_row(row)
@@ -246,7 +172,8 @@ class PostgresRunStore(RunStore):
         if prefetched is not None and prefetched.point is not None and prefetched.point.seq == lease.seq:
             point, prefetched.point = prefetched.point, None  # handed out once: later calls read afresh
             return point
-        _, (seq, next_step, state, schema_version) = _run(_RESUME_POINT_SQL, [lease.run_id, lease.seq], "one")
+        _, row = run_statement(_RESUME_POINT_SQL, [lease.run_id, lease.seq], "one")
+        seq, next_step, state, schema_version = row
         return ResumePoint(seq, next_step, _json(state), schema_version)
 
     def recorded_calls(self, lease: Lease) -> dict[str, list[RecordedCall]]:
@@ -254,11 +181,11 @@ class PostgresRunStore(RunStore):
         if prefetched is not None and prefetched.calls is not None:
             calls, prefetched.calls = prefetched.calls, None  # as of the claim: later calls read afresh
             return calls
-        _, rows = _run(_RECORDED_CALLS_SQL, [lease.run_id], "all")
+        _, rows = run_statement(_RECORDED_CALLS_SQL, [lease.run_id], "all")
         return _by_step((step, index, name, _json(result)) for step, index, name, result in rows)
 
     def _execute_fenced(self, sql: str, params: dict[str, Any], lease: Lease) -> None:
-        rowcount, _ = _run(sql, params)
+        rowcount, _ = run_statement(sql, params)
         if rowcount != 1:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
@@ -287,7 +214,7 @@ class PostgresRunStore(RunStore):
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
-        with _prepared():
+        with prepared():
             rows = list(SideEffect.objects.raw(_PREPARE_OPERATION_SQL, params))
         if not rows:  # the lease is lost, or another transaction inserted the row meanwhile
             return super().prepare_operation(lease, fields)
@@ -303,7 +230,7 @@ class PostgresRunStore(RunStore):
             "sources": sorted(sources), "attempt": int(count_attempt), "kind": JournalEntry.Kind.SIDE_EFFECT.value,
             "step": row.step, "name": row.action_name, "detail": _jsonb(journal), "journaled": journal is not None,
         }
-        _, (fenced, moved) = _run(_MOVE_OPERATION_SQL.format(sets=sets), params, "one")
+        _, (fenced, moved) = run_statement(_MOVE_OPERATION_SQL.format(sets=sets), params, "one")
         if not fenced:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
         return now if moved else None

@@ -276,7 +276,7 @@ def test_on_postgres_a_failed_store_statement_raises_djangos_database_error():
         pytest.skip("the kept cursor is the Postgres store's")
     from django.db import DatabaseError
 
-    from durable.store.postgres import _run
+    from durable.store.statements import run_statement
 
     with pytest.raises(DatabaseError):  # the heartbeat catches django.db's errors, not psycopg's
-        _run("SELECT no_such_column FROM durable_run", {})
+        run_statement("SELECT no_such_column FROM durable_run", {})
