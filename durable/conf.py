@@ -52,6 +52,9 @@ SETTINGS: dict[str, Setting] = {
                                           "moves are prepared on the server at their first run on a connection "
                                           "(needs `server_side_binding` in the database OPTIONS). Turn off "
                                           "behind a transaction-pooling PgBouncer."),
+    "DURABLE_PIPELINE_STEP_WRITES": Setting(True, "flag", "Postgres: a step's checkpoint write is sent and "
+                                            "the next step runs while it commits; its result is read before "
+                                            "any other write, call or query (durable/store/in_flight.py)."),
     "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
                                         "touches only the runs created by this account id; unset in "
                                         "production, whose sweeper leaves tool runs alone.", optional=True),

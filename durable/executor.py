@@ -16,7 +16,7 @@ from durable import logs, metrics, side_effects
 from durable.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.errors import AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify
-from durable.engine.replay import ReplayCursor
+from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
@@ -117,9 +117,15 @@ def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outc
     if restored is None:
         return Outcome(claimed=True)
     state, step_name = restored
+    recorded = db.recorded_calls(lease)  # each step runs at most once per task, so this stays true
+    with db.overlapping():  # a step's write may be in flight while the next step runs
+        return _step_loop(db, lease, run, workflow, state, step_name, recorded)
+
+
+def _step_loop(db: RunStore, lease: Lease, run: Run, workflow: Workflow, state: BaseModel, step_name: str,
+               recorded: dict[str, list[RecordedCall]]) -> Outcome:
     attempt = run.attempt
     deadline = time.monotonic() + durable_settings.DURABLE_TIME_SLICE_SECONDS
-    recorded = db.recorded_calls(lease)  # each step runs at most once per task, so this stays true
     done = 0
     while True:
         with logs.bound(step=step_name, attempt=attempt):

@@ -143,6 +143,7 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
     unless given.
     """
     timeout = durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
+    db.confirm_writes()  # no call leaves on a lease the last step's write may have found lost
     if lease.seconds_left() < timeout + MARGIN_SECONDS:
         db.renew(lease)  # never start a call on a lease that may run out before it returns
     if connection.in_atomic_block:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -141,6 +142,14 @@ class RunStore:
         return by_step
 
     # Fenced writes.
+
+    def overlapping(self) -> AbstractContextManager[None]:
+        """Around a run's steps: a step's write may still be in flight while the next step runs (the
+        Postgres store; docs/architecture.md, "The step write"). Here every write is confirmed before it returns."""
+        return nullcontext()
+
+    def confirm_writes(self) -> None:
+        """Before a call leaves the process: raise LeaseLost if a write still in flight was refused."""
 
     def _fenced(self, lease: Lease, now: datetime | None, **fields: Any) -> None:
         """Update the run if the lease holds; `now` is its updated_at (None: a step's progress, which

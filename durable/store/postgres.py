@@ -5,24 +5,29 @@ feeds the checkpoint INSERT from the updated row: no row, no checkpoint, nothing
 The claim locks the row, reads what the metrics need from before, takes the lease and returns
 the newest checkpoint and the recorded activity results in one statement (one round trip where
 there were three); the reads it cannot vouch for are made again in plain SQL, skipping the ORM's
-query building (about 0.5 ms a query here).
+query building (about 0.5 ms a query here). A step's write may be left in flight while the next
+step runs (durable/store/in_flight.py).
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE
 from durable.models import JournalEntry, Run, SideEffect
+import durable.store.in_flight as in_flight
 from durable.store.base import (BEFORE_CLAIM, Lease, Prefetched, ResumePoint, RunStore, claim_fields,
                                  claimed_lease)
 from durable.store.statements import prepared, run_statement
@@ -92,6 +97,11 @@ WITH fenced AS (
 INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schema_version, created_at)
 SELECT id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
 """
+
+# The same, sent while the next step runs (durable/store/in_flight.py): its parameters' types by OID.
+_STEP_WRITE = in_flight.PreparedWrite.of("durable_step_write", _STEP_SQL, {
+    "run_id": 2950, "token": 20, "seq": 23, "step": 25, "next_step": 25, "state": 25, "schema_version": 23,
+    "now": 1184, "lease_expires_at": 1184})  # uuid, int8, int4, text, timestamptz
 
 # The last step: the run's status changes, the lease is released.
 _FINISH_SQL = """
@@ -186,20 +196,33 @@ class PostgresRunStore(RunStore):
 
     def _execute_fenced(self, sql: str, params: dict[str, Any], lease: Lease) -> None:
         rowcount, _ = run_statement(sql, params)
-        if rowcount != 1:
-            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+        _check_fence(lease, rowcount)
 
     def _write_step(self, sql: str, lease: Lease, now: datetime, step: str, state: dict[str, Any],
                     schema_version: int, **params: Any) -> None:
-        params.update({"run_id": lease.run_id, "token": lease.token, "seq": lease.seq + 1, "step": step,
-                       "state": json.dumps(state), "schema_version": schema_version, "now": now})
+        params.update(_step_params(lease, now, step, state, schema_version))
         self._execute_fenced(sql, params, lease)
         lease.seq += 1
 
     def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
         now = timezone.now()
-        self._write_step(_STEP_SQL, lease, now, step, state, schema_version, next_step=next_step,
-                         lease_expires_at=lease.renewal(now))
+        db = connections[DEFAULT_DB_ALIAS]
+        if not in_flight.overlapping_allowed(db):
+            self._write_step(_STEP_SQL, lease, now, step, state, schema_version, next_step=next_step,
+                             lease_expires_at=lease.renewal(now))
+            return
+        params = {**_step_params(lease, now, step, state, schema_version), "next_step": next_step,
+                  "lease_expires_at": lease.renewal(now)}
+        in_flight.send(db, _STEP_WRITE, params, partial(_check_fence, lease))
+        lease.seq += 1  # what the next write is fenced on; if this one is refused, that one raises first
+
+    def overlapping(self) -> AbstractContextManager[None]:
+        if not durable_settings.DURABLE_PIPELINE_STEP_WRITES:
+            return nullcontext()
+        return in_flight.overlapping(connections[DEFAULT_DB_ALIAS])
+
+    def confirm_writes(self) -> None:
+        in_flight.settle(connections[DEFAULT_DB_ALIAS])
 
     def finish(self, lease: Lease, step: str, state: dict[str, Any], schema_version: int, output: Any) -> None:
         self._write_step(_FINISH_SQL, lease, timezone.now(), step, state, schema_version, output=json.dumps(output))
@@ -273,6 +296,16 @@ def _by_step(rows: Iterable[Sequence[Any]]) -> dict[str, list[RecordedCall]]:
     for step, index, name, result in rows:
         by_step.setdefault(step, []).append(RecordedCall(index, name, result))
     return by_step
+
+
+def _check_fence(lease: Lease, rowcount: int) -> None:
+    if rowcount != 1:
+        raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
+
+def _step_params(lease: Lease, now: datetime, step: str, state: dict[str, Any], schema_version: int) -> dict[str, Any]:
+    return {"run_id": lease.run_id, "token": lease.token, "seq": lease.seq + 1, "step": step,
+            "state": json.dumps(state), "schema_version": schema_version, "now": now}
 
 
 def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:

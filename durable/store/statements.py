@@ -6,7 +6,7 @@ everything else in the project keeps Django's cursor and plans made for its valu
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Literal
@@ -14,6 +14,7 @@ from typing import Any, Literal
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from durable.conf import durable_settings
+from durable.store.in_flight import settle, wrapped
 
 
 @contextmanager
@@ -50,6 +51,7 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
     (DEBUG, tests' force_debug_cursor) it goes through Django's cursor, so they are logged.
     """
     db = connections[DEFAULT_DB_ALIAS]
+    settle(db)  # a step's write still in flight: its result first, LeaseLost if it was refused
     if db.queries_logged:
         with prepared(), db.cursor() as cursor:
             cursor.execute(sql, params)
@@ -66,10 +68,7 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
     db.validate_no_broken_transaction()
     with prepared(), db.wrap_database_errors:
         if db.execute_wrappers:
-            execute: Callable[..., Any] = partial(_execute_on, cursor)
-            for wrapper in reversed(db.execute_wrappers):
-                execute = partial(wrapper, execute)
-            execute(sql, params, False, {"connection": db, "cursor": cursor})
+            wrapped(db, partial(_execute_on, cursor))(sql, params, False, {"connection": db, "cursor": cursor})
         else:
             cursor.execute(sql, params)
         return cursor.rowcount, _fetched(cursor, fetch)

@@ -1,0 +1,186 @@
+"""A step's write in flight while the next step runs (durable/store/in_flight.py), on real Postgres.
+
+The write is fenced like every other, and its result is read before anything depends on it: the
+next write, a call leaving the process, any other query or transaction. A worker whose write was
+refused (its lease was taken) writes nothing more and calls nothing. No timing.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.test import override_settings
+from pydantic import BaseModel
+
+from durable import OnActiveBusinessKey, Workflow, register, services
+from durable.engine.errors import LeaseLost
+from durable.executor import advance
+from durable.models import Checkpoint, JournalEntry, Run
+from durable.store import store
+
+pytestmark = pytest.mark.django_db(transaction=True)  # a thief's update must commit, as on a real database
+
+LEASE = 60.0
+
+
+@pytest.fixture(autouse=True)
+def postgres_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("the portable store confirms every write before it returns")
+
+
+class Seen(BaseModel):
+    steps: list[str] = []
+
+
+# What each step does besides noting that it ran, set by each test.
+hooks: dict[str, Callable[[Any], None]] = {}
+called: list[str] = []
+
+
+def _step(name: str) -> Callable[[Any, Seen], Seen]:
+    def run(ctx: Any, state: Seen) -> Seen:
+        called.append(name)
+        if name in hooks:
+            hooks[name](ctx)
+        state.steps.append(name)
+        return state
+    return run
+
+
+in_flight_wf = Workflow(name="test-in-flight", version=1, state=Seen, input=Seen,
+                        on_active_business_key=OnActiveBusinessKey.START_ANOTHER)
+for _name in ("first", "second", "third"):
+    in_flight_wf.step(_step(_name), name=_name)
+register(in_flight_wf)
+
+
+@pytest.fixture(autouse=True)
+def clean_hooks():
+    hooks.clear()
+    called.clear()
+    yield
+    hooks.clear()
+
+
+def started() -> Run:
+    run, _ = services.start_run(workflow="test-in-flight", input={}, business_key="in-flight")
+    return run
+
+
+def steal(run_id) -> None:
+    """Another worker takes the run: its token moves on, committed on a connection of its own."""
+    def take() -> None:
+        try:
+            Run.objects.filter(id=run_id).update(fencing_token=F("fencing_token") + 1)
+        finally:
+            connection.close()
+    thief = threading.Thread(target=take)
+    thief.start()
+    thief.join()
+
+
+def in_flight_now() -> bool:
+    return getattr(connection, "_durable_in_flight", None) is not None
+
+
+def test_the_next_step_runs_while_the_previous_write_is_in_flight_and_every_write_is_confirmed_by_the_end():
+    seen: list[bool] = []
+    hooks["second"] = hooks["third"] = lambda ctx: seen.append(in_flight_now())
+    run = started()
+
+    assert advance(run.id).steps == 3
+    assert seen == [True, True]  # first's write, then second's, were still in flight
+    assert not in_flight_now()
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED" and run.checkpoint_seq == 3
+    assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", "step")) == [
+        (0, ""), (1, "first"), (2, "second"), (3, "third")]
+
+
+def test_a_write_refused_while_in_flight_stops_the_run_before_anything_more_is_written():
+    run = started()
+    hooks["first"] = lambda ctx: steal(run.id)  # before first's write is sent: the fence will refuse it
+
+    outcome = advance(run.id)
+
+    assert outcome.claimed and outcome.steps < 3
+    assert "third" not in called  # second's write read first's refusal before third could run
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+    run.refresh_from_db()
+    assert run.checkpoint_seq == 0 and run.current_step == "first"
+
+
+def test_no_activity_is_called_on_a_lease_the_write_in_flight_found_lost():
+    run = started()
+    hooks["first"] = lambda ctx: steal(run.id)
+    asked: list[str] = []
+    hooks["second"] = lambda ctx: ctx.activity("llm.plan", lambda: asked.append("asked") or "plan")
+
+    advance(run.id)
+
+    assert asked == []  # the call would have left on a lost lease: the refusal is read first
+    assert not JournalEntry.objects.filter(run=run, kind="activity").exists()
+
+
+def test_a_step_may_query_and_open_a_transaction_while_a_write_is_in_flight():
+    counts: list[int] = []
+
+    def business_reads_and_writes(ctx: Any) -> None:
+        assert in_flight_now()
+        with transaction.atomic():  # turning autocommit off reads the write's result first
+            counts.append(Checkpoint.objects.filter(run_id=ctx.run_id).count())
+        counts.append(Run.objects.filter(id=ctx.run_id, checkpoint_seq=1).count())
+    hooks["second"] = business_reads_and_writes
+    run = started()
+
+    assert advance(run.id).steps == 3
+    assert counts == [2, 1]  # the queries saw first's write committed
+
+
+def test_a_write_that_fails_in_flight_raises_as_djangos_database_errors_do():
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": []}, -1)  # the schema version's CHECK refuses it
+        assert in_flight_now()
+        with pytest.raises(IntegrityError):
+            db.confirm_writes()
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+
+
+def test_the_write_is_prepared_again_when_a_rollback_dropped_the_connections_prepared_statements():
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+        with connection.cursor() as cursor:
+            cursor.execute("DEALLOCATE ALL")  # what psycopg sends after a rollback on the connection
+        db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)
+    assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [0, 1, 2]
+
+
+def test_the_lease_holder_keeps_the_fence_when_the_write_in_flight_is_refused():
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    with pytest.raises(LeaseLost), db.overlapping():
+        steal(run.id)
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)  # sent; refused by the fence
+        db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)  # reads that first
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+
+
+@override_settings(DURABLE_PIPELINE_STEP_WRITES=False)
+def test_with_pipelining_off_every_step_write_is_confirmed_before_the_next_step():
+    seen: list[bool] = []
+    hooks["second"] = lambda ctx: seen.append(in_flight_now())
+    run = started()
+
+    assert advance(run.id).steps == 3
+    assert seen == [False]
