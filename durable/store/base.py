@@ -47,7 +47,7 @@ class Lease:
         return self.seconds - (time.monotonic() - self.renewed_at)
 
     def renewal(self, now: datetime) -> datetime | None:
-        """The new expiry a step write sets, or None while more than half the lease is left.
+        """The new expiry a write within a step sets, or None while more than half the lease is left.
 
         Renewing at every step would change an indexed column at every step, so no step's UPDATE
         could be heap-only. Skipping it is safe: the fencing token, not the expiry, guards every
@@ -161,6 +161,11 @@ class RunStore:
         if not updated:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
+    def _progress(self, lease: Lease, now: datetime) -> None:
+        """A write within a step (an activity's result, a ledger move) proves the lease like a step's write
+        does, and changes as little: no updated_at, the expiry only when it is due (Lease.renewal)."""
+        self._fenced(lease, None, lease_expires_at=lease.renewal(now) or F("lease_expires_at"))
+
     def _journal(self, lease: Lease, now: datetime, kind: str, step: str, **fields: Any) -> JournalEntry:
         return JournalEntry.objects.create(
             run_id=lease.run_id, kind=kind, step=step, fencing_token=lease.token, created_at=now, **fields
@@ -200,14 +205,14 @@ class RunStore:
         """Record an activity's result the moment it returns, so a crash never asks again."""
         now = timezone.now()
         with transaction.atomic():
-            self._fenced(lease, now, lease_expires_at=lease.extended(now))
+            self._progress(lease, now)
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
 
     def record_reuse(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:
         """A step ran again and took these recorded results instead of calling: the timeline shows it."""
         now = timezone.now()
         with transaction.atomic():
-            self._fenced(lease, now, lease_expires_at=lease.extended(now))
+            self._progress(lease, now)
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY_REUSED, step, detail={"calls": calls})
 
     # The side-effect ledger's writes (durable.ledger decides what they are).
@@ -215,7 +220,7 @@ class RunStore:
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         """The operation's ledger row, inserted PENDING unless it exists: (row, created)."""
         with transaction.atomic():
-            self.fence(lease)
+            self._progress(lease, timezone.now())
             return SideEffect.objects.get_or_create(operation_id=fields["operation_id"], defaults=fields)
 
     def move_operation(self, lease: Lease, row: SideEffect, sources: frozenset[str], target: str, *,
@@ -228,7 +233,7 @@ class RunStore:
         """
         now = timezone.now()
         with transaction.atomic():
-            self._fenced(lease, now, lease_expires_at=lease.extended(now))
+            self._progress(lease, now)
             attempts = {"attempts": F("attempts") + 1} if count_attempt else {}
             moved = SideEffect.objects.filter(operation_id=row.operation_id, status__in=sources).update(
                 status=target, updated_at=now, **attempts, **fields)

@@ -116,9 +116,11 @@ INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schem
 SELECT id, %(seq)s, %(step)s, '', %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
 """
 
-# A write within a step renews the lease, and writes nothing if the token no longer holds.
+# A write within a step (an activity's result, a ledger move) writes nothing if the token no longer
+# holds, and, like a step's write, changes no indexed column unless the lease is due for renewal
+# (Lease.renewal): heap-only. The heartbeat's renewal always sets the expiry.
 _FENCE = """
-    UPDATE durable_run SET lease_expires_at = %(lease_expires_at)s, updated_at = %(now)s
+    UPDATE durable_run SET lease_expires_at = COALESCE(%(lease_expires_at)s, lease_expires_at)
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s
  RETURNING id
 """
@@ -228,7 +230,8 @@ class PostgresRunStore(RunStore):
         self._write_step(_FINISH_SQL, lease, timezone.now(), step, state, schema_version, output=json.dumps(output))
 
     def renew(self, lease: Lease) -> None:
-        self._execute_fenced(_FENCE, _fence_params(lease, timezone.now()), lease)
+        now = timezone.now()
+        self._execute_fenced(_FENCE, {**_fence_params(lease, now), "lease_expires_at": lease.extended(now)}, lease)
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
@@ -310,7 +313,7 @@ def _step_params(lease: Lease, now: datetime, step: str, state: dict[str, Any], 
 
 def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
     return {"run_id": lease.run_id, "token": lease.token, "seq": lease.seq, "now": now,
-            "lease_expires_at": lease.extended(now)}
+            "lease_expires_at": lease.renewal(now)}
 
 
 def _set_fields(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -46,6 +46,46 @@ def test_a_step_with_more_than_half_its_lease_left_changes_neither_the_expiry_no
     assert (after.lease_expires_at, after.updated_at) == (before.lease_expires_at, before.updated_at)
 
 
+def within_a_step(db, lease) -> list:
+    """The writes a step makes before its checkpoint: an activity's result, a reuse, a ledger row and its move."""
+    fields = {"operation_id": "op-1", "run_id": lease.run_id, "step": "step1", "action_name": "refund",
+              "downstream": "payments", "business_key": "t", "request_hash": "h", "payload": {"amount": 1},
+              "status": "PENDING", "created_at": timezone.now(), "updated_at": timezone.now()}
+    return [
+        lambda: db.record_activity(lease, "step1", 0, "llm", {"text": "plan"}),
+        lambda: db.record_reuse(lease, "step1", [{"call_index": 0, "name": "llm"}]),
+        lambda: db.move_operation(lease, db.prepare_operation(lease, fields)[0], frozenset({"PENDING"}), "STARTED",
+                                  journal={"to": "STARTED"}),
+    ]
+
+
+@pytest.mark.django_db
+def test_writes_within_a_step_prove_the_lease_without_renewing_it_while_more_than_half_is_left():
+    db, lease = claimed()
+    before = run_of(lease)
+    spend(lease, LEASE / 2 - 5)
+
+    for write in within_a_step(db, lease):
+        write()
+
+    after = run_of(lease)
+    assert (after.lease_expires_at, after.updated_at) == (before.lease_expires_at, before.updated_at)
+    assert after.journal.count() == 3  # the activity, the reuse, the move
+
+
+@pytest.mark.django_db
+def test_writes_within_a_step_renew_a_lease_less_than_half_left_and_refuse_a_stale_token():
+    db, lease = claimed()
+    spend(lease, LEASE / 2 + 5)
+    db.record_activity(lease, "step1", 0, "llm", {"text": "plan"})
+    assert run_of(lease).lease_expires_at >= timezone.now() + timedelta(seconds=LEASE - 5)
+
+    steal(lease)
+    for write in within_a_step(db, lease)[1:]:
+        with pytest.raises(LeaseLost):
+            write()
+
+
 @pytest.mark.django_db
 def test_a_step_with_less_than_half_its_lease_left_renews_it_for_a_whole_lease():
     db, lease = claimed()
@@ -104,19 +144,20 @@ def test_a_stolen_run_is_never_written_by_its_old_worker():
 
 
 @pytest.mark.django_db
-def test_a_step_write_sets_no_indexed_column_but_the_expiry_it_may_renew_on_postgres():
+def test_step_and_in_step_writes_set_no_indexed_column_but_the_expiry_they_may_renew_on_postgres():
     """What makes it a heap-only (HOT) update wherever its page has room (migration 0011's fillfactor);
     the benchmark reports the share of HOT updates it got."""
     if connection.vendor != "postgresql":
         pytest.skip("heap-only tuple updates are Postgres'")
-    from durable.store.postgres import _STEP_SQL
+    from durable.store.postgres import _FENCE, _STEP_SQL
 
-    set_clause = re.search(r"SET (.*?)\s+WHERE", _STEP_SQL, re.S).group(1)
-    written = set(re.findall(r"(\w+) = ", set_clause))
     with connection.cursor() as cursor:
         cursor.execute("""SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
                            WHERE i.indrelid = 'durable_run'::regclass AND (a.attnum = ANY(i.indkey)
                               OR pg_get_expr(i.indpred, i.indrelid) ~ ('\\m' || a.attname || '\\M'))""")
         indexed = {name for (name,) in cursor.fetchall()}
     assert {"status", "updated_at", "lease_expires_at"} <= indexed  # the query sees predicates and keys
-    assert written & indexed == {"lease_expires_at"}  # kept as it is unless renewed: COALESCE(new, old)
+    for statement in (_STEP_SQL, _FENCE):  # a step's write; an activity's result or a ledger move
+        set_clause = re.search(r"SET (.*?)\s+WHERE", statement, re.S).group(1)
+        written = set(re.findall(r"(\w+) = ", set_clause))
+        assert written & indexed == {"lease_expires_at"}  # kept as it is unless renewed: COALESCE(new, old)
