@@ -11,15 +11,14 @@ step runs (durable/store/in_flight.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from functools import partial
 from typing import Any
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Field
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from durable.conf import durable_settings
@@ -30,7 +29,8 @@ from durable.models import JournalEntry, Run, SideEffect
 import durable.store.in_flight as in_flight
 from durable.store.base import (BEFORE_CLAIM, Lease, Prefetched, ResumePoint, RunStore, claim_fields,
                                  claimed_lease)
-from durable.store.statements import prepared, run_statement
+from durable.store.rows import RowReader
+from durable.store.statements import run_statement
 
 # The portable claim's rule in one statement (free: no owner, or expired; due; claimable), which
 # also returns what the executor reads next: the newest checkpoint and the recorded activity
@@ -65,13 +65,11 @@ SELECT claimed.*, cp.next_step AS resume_next_step, cp.state::text AS resume_sta
   FROM claimed LEFT JOIN durable_checkpoint AS cp ON cp.run_id = claimed.id AND cp.seq = claimed.checkpoint_seq
 """
 
-# The run's columns in the model's field order, so the row becomes a Run by position (Model.from_db)
-# without the RawQuerySet's per-query work of matching ~40 column names to fields (0.15 ms CPU a claim).
-_RUN_FIELDS: tuple[Field, ...] = tuple(Run._meta.concrete_fields)  # type: ignore[assignment]
-_RUN_ATTNAMES = [f.attname for f in _RUN_FIELDS]
+# The run's columns in the model's field order, so the row becomes a Run by position.
+_RUNS = RowReader(Run)
 _CLAIM_EXTRAS = ("before_status", "before_next_attempt_at", "before_lease_expires_at", "before_updated_at",
                  "resume_fresh", "resume_next_step", "resume_state", "resume_schema_version", "resume_calls")
-_CLAIM_SQL = _CLAIM_SQL.format(run_columns=", ".join(f"run.{f.column}" for f in _RUN_FIELDS))
+_CLAIM_SQL = _CLAIM_SQL.format(run_columns=_RUNS.columns("run"))
 
 _CLAIMABLE = sorted(status.value for status in CLAIMABLE)
 
@@ -141,13 +139,16 @@ WITH fenced AS ({_FENCE}), inserted AS (
     SELECT %(operation_id)s, id, %(step)s, %(action_name)s, %(downstream)s, %(business_key)s, %(request_hash)s,
            %(payload)s::jsonb, 'PENDING', '', '', 0, 0, '', %(now)s, %(now)s FROM fenced
     ON CONFLICT (operation_id) DO NOTHING
-    RETURNING *
+    RETURNING {{columns}}
 )
 SELECT inserted.*, true AS created FROM inserted
  UNION ALL
-SELECT existing.*, false FROM durable_sideeffect AS existing
+SELECT {{existing}}, false FROM durable_sideeffect AS existing
  WHERE existing.operation_id = %(operation_id)s AND EXISTS (SELECT FROM fenced)
 """
+_OPERATIONS = RowReader(SideEffect)
+_PREPARE_OPERATION_SQL = _PREPARE_OPERATION_SQL.format(columns=_OPERATIONS.columns("durable_sideeffect"),
+                                                       existing=_OPERATIONS.columns("existing"))
 
 _MOVE_OPERATION_SQL = f"""
 WITH fenced AS ({_FENCE}), moved AS (
@@ -172,7 +173,7 @@ class PostgresRunStore(RunStore):
         _, row = run_statement(_CLAIM_SQL, params, "one")
         if row is None:  # no such run, or not free, not due or not claimable
             return None
-        run = _run_from_row(row)
+        run = _RUNS.instance(row, _CLAIM_EXTRAS)
         before = {name: getattr(run, f"before_{name}") for name in BEFORE_CLAIM}
         lease = claimed_lease(run, owner, lease_seconds, now, before)
         if run.resume_fresh:
@@ -240,11 +241,11 @@ class PostgresRunStore(RunStore):
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
-        with prepared():
-            rows = list(SideEffect.objects.raw(_PREPARE_OPERATION_SQL, params))
-        if not rows:  # the lease is lost, or another transaction inserted the row meanwhile
+        _, row = run_statement(_PREPARE_OPERATION_SQL, params, "one")
+        if row is None:  # the lease is lost, or another transaction inserted the row meanwhile
             return super().prepare_operation(lease, fields)
-        return rows[0], rows[0].created
+        operation = _OPERATIONS.instance(row, ("created",))
+        return operation, operation.created
 
     def move_operation(self, lease: Lease, row: SideEffect, sources: frozenset[str], target: str, *,
                        journal: dict[str, Any] | None, count_attempt: bool = False,
@@ -260,28 +261,6 @@ class PostgresRunStore(RunStore):
         if not fenced:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
         return now if moved else None
-
-
-_run_converters: list[tuple[int, Any, list[Callable[..., Any]]]] | None = None
-
-
-def _run_from_row(row: Sequence[Any]) -> Run:
-    """The claimed run from the claim's row: the model's fields by position, then the extras as
-    attributes (the JSON fields through their own from_db_value, as the ORM would)."""
-    global _run_converters
-    if _run_converters is None:  # once per process: the fields whose database value needs converting
-        _run_converters = [(index, field.cached_col, converters) for index, field in enumerate(_RUN_FIELDS)
-                           if (converters := field.get_db_converters(connection))]
-    count = len(_RUN_FIELDS)
-    values = list(row[:count])
-    for index, column, converters in _run_converters:
-        if values[index] is not None:
-            for convert in converters:
-                values[index] = convert(values[index], column, connection)
-    run = Run.from_db(DEFAULT_DB_ALIAS, _RUN_ATTNAMES, values)
-    for name, value in zip(_CLAIM_EXTRAS, row[count:]):
-        setattr(run, name, value)
-    return run
 
 
 def _prefetched(run: Run) -> Prefetched:
