@@ -131,7 +131,8 @@ class RunSearch(models.Model):
 class Checkpoint(models.Model):
     """Append-only: where a run resumes. The newest one wins."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    # No index of its own: checkpoint_run_seq starts with run, and every step adds a row (one index fewer to write).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     seq = models.PositiveIntegerField()
     step = models.CharField(max_length=100, help_text="the step that completed")
     next_step = models.CharField(max_length=100, blank=True, help_text="empty when the run finished")
@@ -164,7 +165,7 @@ class JournalEntry(models.Model):
         APPROVAL = "approval"
         ACTIVITY_REUSED = "activity_reused"  # a step ran again and returned recorded results instead of calling
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal", db_index=False)  # journal_run_step
     kind = models.CharField(max_length=30, choices=Kind.choices)
     step = models.CharField(max_length=100, blank=True)
     call_index = models.PositiveIntegerField(null=True, blank=True)
