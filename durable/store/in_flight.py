@@ -147,6 +147,7 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
         unguarded(autocommit)
 
     unguarded = db._set_autocommit
+    outer = (db.__dict__.get("_set_autocommit"), getattr(db, "_durable_overlapping", False))  # a scope inside another
     db._set_autocommit = set_autocommit  # type: ignore[method-assign]
     db._durable_overlapping = True  # type: ignore[attr-defined]
     try:
@@ -154,8 +155,11 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
             yield
             settle(db)
     finally:
-        db._durable_overlapping = False  # type: ignore[attr-defined]
-        del db._set_autocommit  # the instance attribute: the class's method shows through again
+        db._durable_overlapping = outer[1]  # type: ignore[attr-defined]
+        if outer[0] is None:
+            del db._set_autocommit  # the instance attribute: the class's method shows through again
+        else:
+            db._set_autocommit = outer[0]  # type: ignore[method-assign]
         if getattr(db, "_durable_in_flight", None) is not None:  # leaving on an error: read it, keep that error
             try:
                 settle(db)

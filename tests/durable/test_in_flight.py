@@ -184,3 +184,20 @@ def test_with_pipelining_off_every_step_write_is_confirmed_before_the_next_step(
 
     assert advance(run.id).steps == 3
     assert seen == [False]
+
+
+def test_a_run_advanced_inside_another_runs_step_leaves_the_outer_guard_in_place():
+    inner = started()
+    seen: list[bool] = []
+
+    def advance_another(ctx: Any) -> None:
+        hooks.pop("first")  # the inner run's first step is plain
+        assert advance(inner.id).steps == 3
+        seen.append(connection._set_autocommit.__name__ == "set_autocommit")  # still guarded
+    hooks["first"] = advance_another
+    outer = started()
+
+    assert advance(outer.id).steps == 3
+    assert seen == [True]
+    assert "_set_autocommit" not in connection.__dict__ and not in_flight_now()
+    assert Run.objects.filter(id__in=[inner.id, outer.id], status="SUCCEEDED").count() == 2
