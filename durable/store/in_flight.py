@@ -66,19 +66,20 @@ class InFlight:
     """One write sent on a connection whose result is not read yet."""
 
     def __init__(self, db: BaseDatabaseWrapper, statement: PreparedWrite, values: list[bytes | None],
-                 on_result: Callable[[int], None]) -> None:
+                 on_result: Callable[[int], None], *, prepared: bool) -> None:
         self.db = db
         self.pgconn = db.connection.pgconn
         self.statement = statement
         self.values = values
         self.on_result = on_result
+        self.prepared = prepared
 
     def settle(self) -> None:
         """Wait for the result and hand its row count to `on_result` (which may raise LeaseLost);
         a failed statement raises as Django's database errors do."""
         with self.db.wrap_database_errors:
             result = _result(self.pgconn)
-            if result.status not in _OK and _sqlstate(result) == _UNDEFINED_STATEMENT:
+            if result.status not in _OK and self.prepared and _sqlstate(result) == _UNDEFINED_STATEMENT:
                 _prepare(self.db, self.statement, again=True)  # dropped by a rollback meanwhile: once more, now
                 result = self.pgconn.exec_prepared(self.statement.name, self.values)
             if result.status not in _OK:
@@ -87,22 +88,27 @@ class InFlight:
 
 
 def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str, Any],
-         on_result: Callable[[int], None]) -> None:
-    """Send the write and return at once; its result is read by the next `settle` on this connection."""
+         on_result: Callable[[int], None], *, prepare: bool = True) -> None:
+    """Send the write and return at once; its result is read by the next `settle` on this connection.
+
+    `prepare=False` sends it unnamed, parsed each time (behind a transaction-pooling PgBouncer)."""
     settle(db)
     db.ensure_connection()
     values = statement.values(params)
 
     def send_only(sql: str, params: Any, many: bool, context: dict[str, Any]) -> None:
-        _prepare(db, statement)
         pgconn = db.connection.pgconn
-        pgconn.send_query_prepared(statement.name, values)
+        if prepare:
+            _prepare(db, statement)
+            pgconn.send_query_prepared(statement.name, values)
+        else:
+            pgconn.send_query_params(statement.sql, values, statement.types)
         while pgconn.flush():  # 1 while libpq still holds some of it (a non-blocking connection)
             _wait(pgconn, write=True)
 
     with db.wrap_database_errors:
         wrapped(db, send_only)(statement.sql.decode(), params, False, {"connection": db, "cursor": None})
-    db._durable_in_flight = InFlight(db, statement, values, on_result)  # type: ignore[attr-defined]
+    db._durable_in_flight = InFlight(db, statement, values, on_result, prepared=prepare)  # type: ignore[attr-defined]
 
 
 def wrapped(db: BaseDatabaseWrapper, execute: Callable[..., Any]) -> Callable[..., Any]:

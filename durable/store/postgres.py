@@ -216,7 +216,8 @@ class PostgresRunStore(RunStore):
             return
         params = {**_step_params(lease, now, step, state, schema_version), "next_step": next_step,
                   "lease_expires_at": lease.renewal(now)}
-        in_flight.send(db, _STEP_WRITE, params, partial(_check_fence, lease))
+        in_flight.send(db, _STEP_WRITE, params, partial(_check_fence, lease),
+                       prepare=durable_settings.DURABLE_PREPARE_STATEMENTS)
         lease.seq += 1  # what the next write is fenced on; if this one is refused, that one raises first
 
     def overlapping(self) -> AbstractContextManager[None]:

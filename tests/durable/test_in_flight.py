@@ -201,3 +201,16 @@ def test_a_run_advanced_inside_another_runs_step_leaves_the_outer_guard_in_place
     assert seen == [True]
     assert "_set_autocommit" not in connection.__dict__ and not in_flight_now()
     assert Run.objects.filter(id__in=[inner.id, outer.id], status="SUCCEEDED").count() == 2
+
+
+@override_settings(DURABLE_PREPARE_STATEMENTS=False)
+def test_behind_a_transaction_pooler_the_write_in_flight_is_not_prepared():
+    connection.close()  # a new session: nothing prepared on it yet
+    seen: list[bool] = []
+    hooks["second"] = lambda ctx: seen.append(in_flight_now())
+    run = started()
+
+    assert advance(run.id).steps == 3 and seen == [True]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE name = 'durable_step_write'")
+        assert cursor.fetchone()[0] == 0
