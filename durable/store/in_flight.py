@@ -126,7 +126,7 @@ def settle(db: BaseDatabaseWrapper) -> None:
         return
     db._durable_in_flight = None  # type: ignore[attr-defined]
     if db.connection is None or db.connection.pgconn is not in_flight.pgconn:
-        return  # the connection was closed meanwhile: the write's fate is the claim's to read
+        return  # closed meanwhile: the next fenced write finds out if it committed, or a resume from what did
     in_flight.settle()
 
 
