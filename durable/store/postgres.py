@@ -201,24 +201,17 @@ class PostgresRunStore(RunStore):
         rowcount, _ = run_statement(sql, params)
         _check_fence(lease, rowcount)
 
-    def _write_step(self, sql: str, lease: Lease, now: datetime, step: str, state: dict[str, Any],
-                    schema_version: int, **params: Any) -> None:
-        params.update(_step_params(lease, now, step, state, schema_version))
-        self._execute_fenced(sql, params, lease)
-        lease.seq += 1
-
     def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
         now = timezone.now()
-        db = connections[DEFAULT_DB_ALIAS]
-        if not in_flight.overlapping_allowed(db):
-            self._write_step(_STEP_SQL, lease, now, step, state, schema_version, next_step=next_step,
-                             lease_expires_at=lease.renewal(now))
-            return
         params = {**_step_params(lease, now, step, state, schema_version), "next_step": next_step,
                   "lease_expires_at": lease.renewal(now)}
-        in_flight.send(db, _STEP_WRITE, params, partial(_check_fence, lease),
-                       prepare=durable_settings.DURABLE_PREPARE_STATEMENTS)
-        lease.seq += 1  # what the next write is fenced on; if this one is refused, that one raises first
+        db = connections[DEFAULT_DB_ALIAS]
+        if in_flight.overlapping_allowed(db):  # its result is read before the next write or call
+            in_flight.send(db, _STEP_WRITE, params, partial(_check_fence, lease),
+                           prepare=durable_settings.DURABLE_PREPARE_STATEMENTS)
+        else:
+            self._execute_fenced(_STEP_SQL, params, lease)
+        lease.seq += 1  # what the next write is fenced on; if one in flight was refused, that one raises first
 
     def overlapping(self) -> AbstractContextManager[None]:
         if not durable_settings.DURABLE_PIPELINE_STEP_WRITES:
@@ -229,7 +222,9 @@ class PostgresRunStore(RunStore):
         in_flight.settle(connections[DEFAULT_DB_ALIAS])
 
     def finish(self, lease: Lease, step: str, state: dict[str, Any], schema_version: int, output: Any) -> None:
-        self._write_step(_FINISH_SQL, lease, timezone.now(), step, state, schema_version, output=json.dumps(output))
+        params = {**_step_params(lease, timezone.now(), step, state, schema_version), "output": json.dumps(output)}
+        self._execute_fenced(_FINISH_SQL, params, lease)
+        lease.seq += 1
 
     def renew(self, lease: Lease) -> None:
         now = timezone.now()
