@@ -44,6 +44,7 @@ class PreparedWrite:
     sql: bytes
     params: tuple[str, ...]
     types: tuple[int, ...]
+    text: str  # the SQL as execute wrappers see it
 
     @classmethod
     def of(cls, name: str, sql: str, types: Mapping[str, int]) -> PreparedWrite:
@@ -56,7 +57,8 @@ class PreparedWrite:
             return f"${order.index(match[1]) + 1}"
 
         sql_positional = re.sub(r"%\((\w+)\)s", positional, sql)
-        return cls(name.encode(), sql_positional.encode(), tuple(order), tuple(types[name] for name in order))
+        return cls(name.encode(), sql_positional.encode(), tuple(order), tuple(types[name] for name in order),
+                   sql_positional)
 
     def values(self, params: Mapping[str, Any]) -> list[bytes | None]:
         return [_text(params[name]) for name in self.params]
@@ -83,7 +85,7 @@ class InFlight:
                 _prepare(self.db, self.statement, again=True)  # dropped by a rollback meanwhile: once more, now
                 result = self.pgconn.exec_prepared(self.statement.name, self.values)
             if result.status not in _OK:
-                raise _error(result)
+                raise errors.error_from_result(result)
         self.on_result(result.command_tuples or 0)
 
 
@@ -107,7 +109,7 @@ def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str,
             _wait(pgconn, write=True)
 
     with db.wrap_database_errors:
-        wrapped(db, send_only)(statement.sql.decode(), params, False, {"connection": db, "cursor": None})
+        wrapped(db, send_only)(statement.text, params, False, {"connection": db, "cursor": None})
     db._durable_in_flight = InFlight(db, statement, values, on_result, prepared=prepare)  # type: ignore[attr-defined]
 
 
@@ -183,7 +185,7 @@ def _prepare(db: BaseDatabaseWrapper, statement: PreparedWrite, *, again: bool =
         return
     result = pgconn.prepare(statement.name, statement.sql, statement.types)
     if result.status not in _OK:
-        raise _error(result)
+        raise errors.error_from_result(result)
     prepared[1].add(statement.name)
 
 
@@ -213,16 +215,6 @@ def _wait(pgconn: pq.abc.PGconn, *, write: bool) -> None:
 
 def _sqlstate(result: pq.abc.PGresult) -> str:
     return (result.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
-
-
-def _error(result: pq.abc.PGresult) -> errors.Error:
-    """The psycopg exception for a failed result, of the class its SQLSTATE names."""
-    message = (result.error_message or b"").decode(errors="replace").strip()
-    try:
-        cls = errors.lookup(_sqlstate(result))
-    except KeyError:
-        cls = errors.DatabaseError
-    return cls(message)
 
 
 def _text(value: Any) -> bytes | None:
