@@ -1,4 +1,4 @@
-"""A step's write in flight while the next step runs: libpq's asynchronous query, one per connection.
+"""A step's write in flight while the next step runs: libpq's pipeline mode, one write at a time.
 
 A step write is one fenced statement whose wait is mostly Postgres's commit (the WAL flush), while
 the worker's share of a step (the executor, the step's code, building the next write) is about
@@ -14,9 +14,15 @@ the two overlap. Nothing leaves the process on an unconfirmed write:
 So a crash or a lost lease costs at most the pure code of one step, which runs again on resume,
 as it would had the crash come just before a synchronous write's commit.
 
-The statement goes through libpq directly (psycopg's public `pq` wrapper), prepared once per
-connection under its own name, with its parameters as text: psycopg's cursor cannot leave a result
-unread, and its pipeline mode would run every other query of the step in that mode too.
+The run's last write (the finish) is queued behind the last step's write, still in flight, and the
+two are read together: one wait where there were two. Each write is its own transaction (a sync
+after each); each is fenced on the checkpoint seq the one before it sets, so a refusal refuses all
+that were queued behind it.
+
+The statements go through libpq directly (psycopg's public `pq` wrapper), prepared once per
+connection under their own names, with their parameters as text: psycopg's cursor cannot leave a
+result unread, and its pipeline mode would run every other query of the step in that mode too. The
+pipeline is left as soon as the writes are read: every other query sees psycopg's connection.
 """
 from __future__ import annotations
 
@@ -33,7 +39,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import errors, pq
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
-_UNDEFINED_STATEMENT = "26000"  # psycopg deallocates every prepared statement after a rollback
+_WRITES: list[PreparedWrite] = []  # every statement that may go in flight, in the order they were declared
+_PIPELINE_MODE = pq.version() >= 140000  # libpq 14; psycopg's binary package ships a newer one
+_UNDEFINED = "26000"  # psycopg deallocates every prepared statement after a rollback
 
 
 @dataclass(frozen=True)
@@ -57,8 +65,10 @@ class PreparedWrite:
             return f"${order.index(match[1]) + 1}"
 
         sql_positional = re.sub(r"%\((\w+)\)s", positional, sql)
-        return cls(name.encode(), sql_positional.encode(), tuple(order), tuple(types[name] for name in order),
-                   sql_positional)
+        write = cls(name.encode(), sql_positional.encode(), tuple(order), tuple(types[name] for name in order),
+                    sql_positional)
+        _WRITES.append(write)  # prepared together: one may be queued behind another, when nothing can be prepared
+        return write
 
     def values(self, params: Mapping[str, Any]) -> list[bytes | None]:
         return [_text(params[name]) for name in self.params]
@@ -67,75 +77,134 @@ class PreparedWrite:
 class InFlight:
     """One write sent on a connection whose result is not read yet."""
 
-    def __init__(self, db: BaseDatabaseWrapper, statement: PreparedWrite, values: list[bytes | None],
-                 on_result: Callable[[int], None], *, prepared: bool) -> None:
-        self.db = db
-        self.pgconn = db.connection.pgconn
+    def __init__(self, statement: PreparedWrite, values: list[bytes | None], on_result: Callable[[int], None], *,
+                 prepared: bool) -> None:
         self.statement = statement
         self.values = values
         self.on_result = on_result
         self.prepared = prepared
+        self.result: pq.abc.PGresult | None = None
 
-    def settle(self) -> None:
-        """Wait for the result and hand its row count to `on_result` (which may raise LeaseLost);
-        a failed statement raises as Django's database errors do."""
-        with self.db.wrap_database_errors:
-            result = _result(self.pgconn)
-            if result.status not in _OK and self.prepared and _sqlstate(result) == _UNDEFINED_STATEMENT:
-                _prepare(self.db, self.statement, again=True)  # dropped by a rollback meanwhile: once more, now
-                result = self.pgconn.exec_prepared(self.statement.name, self.values)
-            if result.status not in _OK:
-                raise errors.error_from_result(result)
-        self.on_result(result.command_tuples or 0)
+    def read(self, pgconn: pq.abc.PGconn) -> None:
+        """Its result, then the sync that ends it (each write is its own transaction: one sync each)."""
+        self.result = _last_result(pgconn)
+        sync = _next_result(pgconn)
+        assert sync is not None and sync.status == pq.ExecStatus.PIPELINE_SYNC, "a write in flight lost its sync"
+
+    def undefined(self) -> bool:
+        """Refused because a rollback dropped the connection's prepared statements meanwhile."""
+        return self.result is not None and self.result.status not in _OK and _sqlstate(self.result) == _UNDEFINED
+
+    def again(self, db: BaseDatabaseWrapper) -> None:
+        """Send it once more and wait: prepared anew, outside any pipeline."""
+        pgconn = db.connection.pgconn
+        if self.prepared:
+            _prepare(db, self.statement, again=True)
+            self.result = pgconn.exec_prepared(self.statement.name, self.values)
+        else:
+            self.result = pgconn.exec_params(self.statement.sql, self.values, self.statement.types)
+
+    def outcome(self) -> None:
+        """Hand its row count to `on_result` (which may raise LeaseLost); a failed statement raises
+        as Django's database errors do (the caller wraps them)."""
+        assert self.result is not None
+        if self.result.status not in _OK:
+            raise errors.error_from_result(self.result)
+        self.on_result(self.result.command_tuples or 0)
+
+
+class _Queue:
+    """The writes in flight on one connection, in the order they were sent, in libpq's pipeline mode."""
+
+    def __init__(self, pgconn: pq.abc.PGconn) -> None:
+        self.pgconn = pgconn
+        self.writes: list[InFlight] = []
 
 
 def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str, Any],
-         on_result: Callable[[int], None], *, prepare: bool = True) -> None:
+         on_result: Callable[[int], None], *, prepare: bool = True, behind: bool = False) -> None:
     """Send the write and return at once; its result is read by the next `settle` on this connection.
 
+    The write in flight before it is settled first, unless `behind`: then it is queued after that one
+    (libpq's pipeline mode) and the next `settle` reads both, in order. Queued writes are fenced on the
+    checkpoint seq each one before them sets, so one that was refused refuses all after it.
     `prepare=False` sends it unnamed, parsed each time (behind a transaction-pooling PgBouncer)."""
-    settle(db)
+    if not behind:
+        settle(db)
     db.ensure_connection()
+    queue = _queue(db)
     values = statement.values(params)
 
     def send_only(sql: str, params: Any, many: bool, context: dict[str, Any]) -> None:
-        pgconn = db.connection.pgconn
+        pgconn = queue.pgconn
+        if not queue.writes:  # the connection is idle: prepare what may be queued, then enter the pipeline
+            if prepare:
+                for write in _WRITES:
+                    _prepare(db, write)
+            pgconn.enter_pipeline_mode()
         if prepare:
-            _prepare(db, statement)
             pgconn.send_query_prepared(statement.name, values)
         else:
             pgconn.send_query_params(statement.sql, values, statement.types)
+        pgconn.pipeline_sync()
         while pgconn.flush():  # 1 while libpq still holds some of it (a non-blocking connection)
             _wait(pgconn, write=True)
 
     with db.wrap_database_errors:
         wrapped(db, send_only)(statement.text, params, False, {"connection": db, "cursor": None})
-    db._durable_in_flight = InFlight(db, statement, values, on_result, prepared=prepare)  # type: ignore[attr-defined]
+    queue.writes.append(InFlight(statement, values, on_result, prepared=prepare))
+    db._durable_in_flight = queue  # type: ignore[attr-defined]
+
+
+def _queue(db: BaseDatabaseWrapper) -> _Queue:
+    queue: _Queue | None = getattr(db, "_durable_in_flight", None)
+    if queue is None or queue.pgconn is not db.connection.pgconn:
+        return _Queue(db.connection.pgconn)
+    return queue
 
 
 def wrapped(db: BaseDatabaseWrapper, execute: Callable[..., Any]) -> Callable[..., Any]:
     """`execute` inside the connection's execute wrappers, as Django's cursor calls them (they count,
-    log or time what is sent: the benchmark counts commits with one)."""
+    log or time what is sent: the benchmark counts commits with one), but for the one that settles
+    writes in flight: a write sent behind another must not wait for it."""
     for wrapper in reversed(db.execute_wrappers):
-        execute = partial(wrapper, execute)
+        if not getattr(wrapper, "settles_in_flight", False):
+            execute = partial(wrapper, execute)
     return execute
 
 
 def settle(db: BaseDatabaseWrapper) -> None:
-    """Read the result of the write in flight on this connection, if there is one."""
-    in_flight: InFlight | None = getattr(db, "_durable_in_flight", None)
-    if in_flight is None:
+    """Read the results of the writes in flight on this connection, if there are any, and leave the
+    pipeline: the connection is psycopg's again. The first refusal or error raises, once all are read."""
+    queue: _Queue | None = getattr(db, "_durable_in_flight", None)
+    if queue is None or not queue.writes:
         return
     db._durable_in_flight = None  # type: ignore[attr-defined]
-    if db.connection is None or db.connection.pgconn is not in_flight.pgconn:
+    if db.connection is None or db.connection.pgconn is not queue.pgconn:
         return  # closed meanwhile: the next fenced write finds out if it committed, or a resume from what did
-    in_flight.settle()
+    with db.wrap_database_errors:
+        for write in queue.writes:
+            write.read(queue.pgconn)
+        queue.pgconn.exit_pipeline_mode()
+        _send_again_from_first_undefined(db, queue.writes)
+        for write in queue.writes:
+            write.outcome()
+
+
+def _send_again_from_first_undefined(db: BaseDatabaseWrapper, writes: list[InFlight]) -> None:
+    """A write whose prepared statement a rollback dropped did nothing, so every write queued after it was
+    refused by its fence: send them all again, in order, and wait for each."""
+    first = next((index for index, write in enumerate(writes) if write.undefined()), None)
+    if first is not None:
+        for write in writes[first:]:
+            write.again(db)
 
 
 def overlapping_allowed(db: BaseDatabaseWrapper) -> bool:
     """Inside `overlapping`, in autocommit (a caller's transaction gains nothing from it, and a statement
     that fails there cannot be sent again), and while queries are not being logged (tests, DEBUG)."""
-    return getattr(db, "_durable_overlapping", False) and not db.in_atomic_block and not db.queries_logged
+    return (getattr(db, "_durable_overlapping", False) and not db.in_atomic_block and not db.queries_logged
+            and _PIPELINE_MODE)
 
 
 @contextmanager
@@ -149,6 +218,7 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
     def settle_first(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
         settle(db)
         return execute(sql, params, many, context)
+    settle_first.settles_in_flight = True  # type: ignore[attr-defined]
 
     def set_autocommit(autocommit: bool) -> None:
         settle(db)
@@ -189,15 +259,19 @@ def _prepare(db: BaseDatabaseWrapper, statement: PreparedWrite, *, again: bool =
     prepared[1].add(statement.name)
 
 
-def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
-    """The statement's last result, once libpq has read all of it."""
+def _next_result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult | None:
+    """libpq's next result, once it has read all of it."""
     while True:
         pgconn.consume_input()
         if not pgconn.is_busy():
-            break
+            return pgconn.get_result()
         _wait(pgconn, write=False)
+
+
+def _last_result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
+    """A statement's last result (libpq ends each statement's results with None)."""
     last = None
-    while (result := pgconn.get_result()) is not None:
+    while (result := _next_result(pgconn)) is not None:
         last = result
     assert last is not None, "a write was in flight but no result came"
     return last

@@ -114,6 +114,11 @@ INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schem
 SELECT id, %(seq)s, %(step)s, '', %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
 """
 
+# The same, sent behind the previous step's write while that one is still in flight: one wait for both.
+_FINISH_WRITE = in_flight.PreparedWrite.of("durable_finish_write", _FINISH_SQL, {
+    "run_id": 2950, "token": 20, "seq": 23, "step": 25, "state": 25, "schema_version": 23, "now": 1184,
+    "output": 25})
+
 # A write within a step (an activity's result, a ledger move) writes nothing if the token no longer
 # holds, and, like a step's write, changes no indexed column unless the lease is due for renewal
 # (Lease.renewal): heap-only. The heartbeat's renewal always sets the expiry.
@@ -223,7 +228,13 @@ class PostgresRunStore(RunStore):
 
     def finish(self, lease: Lease, step: str, state: dict[str, Any], schema_version: int, output: Any) -> None:
         params = {**_step_params(lease, timezone.now(), step, state, schema_version), "output": json.dumps(output)}
-        self._execute_fenced(_FINISH_SQL, params, lease)
+        db = connections[DEFAULT_DB_ALIAS]
+        if in_flight.overlapping_allowed(db):  # queued behind the last step's write, then both are read
+            in_flight.send(db, _FINISH_WRITE, params, partial(_check_fence, lease),
+                           prepare=durable_settings.DURABLE_PREPARE_STATEMENTS, behind=True)
+            in_flight.settle(db)
+        else:
+            self._execute_fenced(_FINISH_SQL, params, lease)
         lease.seq += 1
 
     def renew(self, lease: Lease) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from typing import Any, Callable
+from unittest.mock import patch
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -19,7 +20,7 @@ from durable import OnActiveBusinessKey, Workflow, register, services
 from durable.engine.errors import LeaseLost
 from durable.executor import advance
 from durable.models import Checkpoint, JournalEntry, Run
-from durable.store import store
+from durable.store import in_flight, store
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a thief's update must commit, as on a real database
 
@@ -153,18 +154,6 @@ def test_a_write_that_fails_in_flight_raises_as_djangos_database_errors_do():
     assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
 
 
-def test_the_write_is_prepared_again_when_a_rollback_dropped_the_connections_prepared_statements():
-    run = started()
-    db = store()
-    lease, _ = db.claim(run.id, "w1", LEASE)
-    with db.overlapping():
-        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
-        with connection.cursor() as cursor:
-            cursor.execute("DEALLOCATE ALL")  # what psycopg sends after a rollback on the connection
-        db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)
-    assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [0, 1, 2]
-
-
 def test_the_lease_holder_keeps_the_fence_when_the_write_in_flight_is_refused():
     run = started()
     db = store()
@@ -174,6 +163,62 @@ def test_the_lease_holder_keeps_the_fence_when_the_write_in_flight_is_refused():
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)  # sent; refused by the fence
         db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)  # reads that first
     assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+
+
+def test_the_finish_is_queued_behind_the_last_step_write_and_both_are_read_before_the_task_ends():
+    queued: list[int] = []
+    original = in_flight.settle
+
+    def counting_settle(db: Any) -> None:
+        queue = getattr(db, "_durable_in_flight", None)
+        queued.append(len(queue.writes) if queue else 0)
+        original(db)
+    run = started()
+
+    with patch.object(in_flight, "settle", counting_settle):
+        assert advance(run.id).steps == 3
+    assert max(queued) == 2  # second's write and the finish, read together
+    assert not in_flight_now()
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED" and run.checkpoint_seq == 3 and run.lease_owner is None
+
+
+def test_a_finish_queued_behind_a_refused_write_writes_nothing():
+    run = started()
+    hooks["second"] = lambda ctx: steal(run.id)  # second's write goes out refused; the finish queues behind it
+
+    outcome = advance(run.id)
+
+    assert outcome.claimed and "third" in called  # pure code ran on; nothing it computed is written
+    assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [0, 1]
+    run.refresh_from_db()
+    assert run.status == "RUNNING" and run.checkpoint_seq == 1 and run.output is None
+
+
+def test_a_finish_whose_lease_was_taken_during_the_last_step_is_refused():
+    run = started()
+    hooks["third"] = lambda ctx: steal(run.id)
+
+    advance(run.id)
+
+    run.refresh_from_db()
+    assert run.status == "RUNNING" and run.finished_at is None
+    assert not Checkpoint.objects.filter(run=run, seq=3).exists()
+
+
+def test_writes_are_prepared_and_sent_again_in_order_when_a_rollback_dropped_the_prepared_statements():
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+        with connection.cursor() as cursor:
+            cursor.execute("DEALLOCATE ALL")  # what psycopg sends after a rollback on the connection
+        db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)  # refused: 26000
+        db.finish(lease, "third", {"steps": ["first", "second", "third"]}, 1, {"done": True})  # fenced out behind it
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED" and run.output == {"done": True}
+    assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [0, 1, 2, 3]
 
 
 @override_settings(DURABLE_PIPELINE_STEP_WRITES=False)
