@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from durable.engine.ids import request_hash
+from durable.engine.json_values import storable_copy, storable_text
 
 
 class ApprovalStatus(StrEnum):
@@ -71,6 +72,12 @@ class Revalidation:
     # How many distinct approvers the current facts call for (the workflow's own rule applied to `current`);
     # None when the workflow's count does not depend on the facts.
     approvers_required: int | None = None
+
+    def __post_init__(self) -> None:
+        # What the revalidation read is a fact, recorded on the request and in the journal whatever it holds.
+        object.__setattr__(self, "current", storable_copy(self.current))
+        object.__setattr__(self, "problems", tuple(
+            storable_text(problem) if isinstance(problem, str) else problem for problem in self.problems))
 
     @property
     def holds(self) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durable.engine.fingerprint import StepShape
+from durable.engine.json_values import storable_text
 from durable.engine.topology import describe_changes
 
 PINNABLE = ("tool_catalog_version", "prompt_release", "model_policy_version")
@@ -27,6 +28,10 @@ class Contract:
 class Refusal:
     kind: str  # version_missing, topology_changed, release_changed, schema_unreadable
     message: str
+
+    def __post_init__(self) -> None:
+        # It becomes the run's error; it may quote an upcaster's exception or a call's name from workflow code.
+        object.__setattr__(self, "message", storable_text(self.message))
 
     def as_json(self) -> dict[str, str]:
         return {"kind": self.kind, "message": self.message}

@@ -5,6 +5,9 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
+from typing import Any
+
+from durable.engine.json_values import UnstorableJSON, check_storable, storable_text
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -37,6 +40,23 @@ class NonRetryableError(ActivityError):
         super().__init__(message, retryable=False, kind=kind)
 
 
+class NotStorable(NonRetryableError):
+    """A value workflow code chose cannot be stored (durable.engine.json_values): refused before it is
+    recorded or sent, and the run fails: running the step again would choose it again."""
+
+    def __init__(self, what: str, problem: UnstorableJSON, *, kind: str) -> None:
+        super().__init__(f"{what} cannot be stored: {problem.detail}", kind=kind)
+        self.path = problem.path
+
+
+def refuse_unstorable(value: Any, *, what: str, kind: str) -> None:
+    """Raise NotStorable (`what` says whose value it is) unless the database can store `value`."""
+    try:
+        check_storable(value)
+    except UnstorableJSON as problem:
+        raise NotStorable(what, problem, kind=kind) from None
+
+
 class ReplayContractViolation(DurableError):
     """Re-executed code asked for different recorded calls than history holds (invariant 5)."""
 
@@ -56,7 +76,7 @@ class NeedsAttention(DurableError):
     """An operation is UNKNOWN: the run waits for an operator (DESIGN invariant 4)."""
 
     def __init__(self, message: str, *, operation_id: str) -> None:
-        super().__init__(message)
+        super().__init__(storable_text(message))  # it becomes the run's error: text from a business key
         self.operation_id = operation_id
 
 
@@ -82,6 +102,17 @@ class Classification:
     message: str
     error_type: str
     retry_after: float | None = None  # the earliest next attempt the downstream asked for, in seconds
+
+    def __post_init__(self) -> None:
+        # Every classification is recorded (the run's error, the ledger's last error, evidence): an error's
+        # text from workflow code or a downstream's body may hold a NUL or a lone surrogate, and a failure
+        # must always be recordable, so its text is repaired here, where every classification is made.
+        for name in ("kind", "message", "error_type"):
+            text = getattr(self, name)
+            if isinstance(text, str):
+                object.__setattr__(self, name, storable_text(text))
+        if self.retry_after is not None:  # an adapter's own Classification(retry_after=inf) says nothing usable
+            object.__setattr__(self, "retry_after", _seconds(self.retry_after))
 
     def as_json(self) -> dict[str, object]:
         found: dict[str, object] = {"retryable": self.retryable, "kind": self.kind, "message": self.message,
@@ -109,14 +140,26 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
+def _seconds(value: object) -> float | None:
+    """A number of seconds an error carries, or None: NaN and infinity say nothing usable (and cannot be
+    recorded in the run's error)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past a double's range
+        return None
+    return seconds if math.isfinite(seconds) else None
+
+
 def retry_after_of(exc: BaseException | None) -> float | None:
     """What the error, or the error it was raised from, says of waiting: its own `retry_after`, or the
     Retry-After header of the HTTP answer behind it."""
     seen = 0
     while exc is not None and seen < 10:  # causes form a chain; a cycle must not hang us
-        own = getattr(exc, "retry_after", None)
-        if isinstance(own, (int, float)) and not isinstance(own, bool):
-            return max(0.0, float(own))
+        own = _seconds(getattr(exc, "retry_after", None))
+        if own is not None:
+            return max(0.0, own)
         headers = getattr(getattr(exc, "response", None), "headers", None)
         if headers is not None and hasattr(headers, "get"):
             parsed = parse_retry_after(headers.get("Retry-After"))

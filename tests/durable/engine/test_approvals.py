@@ -67,3 +67,12 @@ def test_differences_name_each_changed_key_with_then_and_now():
 def test_a_revalidation_holds_when_it_found_no_problem():
     assert Revalidation(current={}).holds
     assert not Revalidation(current={}, problems=("refunded",)).holds
+
+
+def test_what_a_revalidation_read_is_kept_as_a_storable_copy():
+    # A business read is a fact: recorded on the request and in the journal whatever it holds (json_values).
+    check = Revalidation(current={"note": "refunded\x00", "amount": float("nan")}, problems=("moved \ud800",))
+    assert check.current == {"note": "refunded\ufffd", "amount": None}
+    assert check.problems == ("moved \ufffd",) and not check.holds
+    clean = {"amount": "120.00"}
+    assert Revalidation(current=clean).current is clean

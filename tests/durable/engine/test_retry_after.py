@@ -2,10 +2,11 @@
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable.engine.errors import RetryableError, classify, parse_retry_after, retry_after_of
+from durable.engine.errors import Classification, RetryableError, classify, parse_retry_after, retry_after_of
 from durable.engine.retry import RetryPolicy
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
@@ -65,3 +66,10 @@ def test_an_error_raised_from_an_answer_keeps_its_retry_after():
     except RetryableError as wrapped:
         assert retry_after_of(wrapped) == 7.0 and classify(wrapped).retry_after == 7.0
     assert classify(HTTPError({"Retry-After": "7"}, status_code=400)).retry_after is None  # not retried anyway
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 10 ** 400])
+def test_a_retry_after_that_is_not_a_finite_number_says_nothing(seconds):
+    # It would be recorded in the run's error, where Infinity cannot be stored; the policy's backoff decides.
+    assert classify(RetryableError("busy", retry_after=seconds)).retry_after is None
+    assert Classification(True, "busy", "busy", "x", retry_after=seconds).retry_after is None
