@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approvers_needed, object_hash, snapshot_hash
-from durable.engine.errors import AwaitingApproval, NonRetryableError
+from durable.engine.errors import AwaitingApproval, NonRetryableError, refuse_unstorable
 from durable.engine.notifications import EventKind
 from durable.models import JournalEntry
 from durable.signals import operator_event
@@ -135,11 +135,14 @@ class Gate:
 
     def _ask(self, ask: Ask, number: int) -> dict[str, Any]:
         snapshot = ask.snapshot() if callable(ask.snapshot) else ask.snapshot
+        # What an approver sees and its hash binds, chosen before anyone is asked: refused, never altered.
+        refuse_unstorable(snapshot, what=f"the snapshot of approval {ask.kind!r}", kind="snapshot_not_storable")
         check = ask.revalidate(snapshot)
         if not check.holds:  # no human should be asked to approve on facts that already fail
             raise NonRetryableError(f"the {ask.kind} preconditions do not hold: {'; '.join(check.problems)}",
                                     kind="precondition_failed")
         approve = self._object(ask, snapshot)
+        refuse_unstorable(approve, what=f"what approval {ask.kind!r} approves", kind="snapshot_not_storable")
         with transaction.atomic():  # the request and the run's wait commit together, or neither
             request = ApprovalRequest.objects.create(
                 run_id=self.run_id, step=self.step, kind=ask.kind, ask=number, workflow_name=self.workflow_name,

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from durable import metrics, side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
-from durable.engine.errors import NonRetryableError
+from durable.engine.errors import NonRetryableError, refuse_unstorable
 from durable.engine.replay import ReplayCursor
 from durable.heartbeat import lease_kept
 from durable.store import Lease, RunStore
@@ -62,6 +62,7 @@ class StepContext:
         The result is recorded as JSON before the step goes on. Pass `returns=SomeModel` to
         get it back as that pydantic model, live and on replay alike.
         """
+        refuse_unstorable(name, what=f"the name of activity {name!r}", kind="result_not_storable")
         index, recorded = self._cursor.next_call(name)
         if recorded is not None:
             metrics.result_reused(self.workflow_name, self.workflow_version)
@@ -73,6 +74,8 @@ class StepContext:
         else:
             with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
                 result = to_json(fn(*args, **kwargs))
+            # Refused before it is recorded: the journal never holds what the database cannot store.
+            refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
             self._store.record_activity(self._lease, self.step, index, name, result)
         return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
 
@@ -111,5 +114,9 @@ class StepContext:
                 f"add side_effects=[{action!r}] to its @step (it is part of the topology fingerprint)",
                 kind="undeclared_side_effect",
             )
+        payload = to_json(payload)
+        # Chosen by workflow code before anything is prepared or sent: refused, so nothing reaches the ledger.
+        refuse_unstorable(business_key, what=f"the business key of side effect {action!r}", kind="payload_not_storable")
+        refuse_unstorable(payload, what=f"the payload of side effect {action!r}", kind="payload_not_storable")
         return side_effects.perform(self._store, self._lease, step=self.step, action=action,
-                                    business_key=business_key, downstream=downstream, payload=to_json(payload))
+                                    business_key=business_key, downstream=downstream, payload=payload)

@@ -15,7 +15,8 @@ from durable.conf import durable_settings
 from durable import logs, metrics, side_effects
 from durable.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
-from durable.engine.errors import AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify
+from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify,
+                                   refuse_unstorable)
 from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
@@ -137,6 +138,8 @@ def _step_loop(db: RunStore, lease: Lease, run: Run, workflow: Workflow, state: 
             )
             try:
                 state = _execute_step(workflow, step_name, ctx, state)
+                next_step = workflow.next_step(step_name)
+                state_json, output = _what_to_write(workflow, step_name, state, last=next_step is None)
             except LeaseLost:
                 raise
             except AwaitingApproval:  # the request and the wait are committed; nothing holds a worker now
@@ -153,10 +156,8 @@ def _step_loop(db: RunStore, lease: Lease, run: Run, workflow: Workflow, state: 
             except Exception as exc:  # classified below: the one retry owner is this layer
                 return _handle_step_error(db, lease, workflow, step_name, attempt, exc, done)
             done += 1
-            next_step = workflow.next_step(step_name)
-            state_json = state.model_dump(mode="json")
             if next_step is None:
-                db.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, workflow.build_output(state))
+                db.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
                 return Outcome(claimed=True, steps=done)
             db.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
         step_name, attempt = next_step, 0
@@ -176,6 +177,18 @@ def _execute_step(workflow: Workflow, step_name: str, ctx: StepContext, state: B
     if not isinstance(new_state, workflow.state):
         raise TypeError(f"step {step_name!r} returned {type(new_state).__name__}, not {workflow.state.__name__}")
     return workflow.state.model_validate(new_state.model_dump())  # re-validate what the step changed
+
+
+def _what_to_write(workflow: Workflow, step_name: str, state: BaseModel, *, last: bool) -> tuple[dict[str, Any], Any]:
+    """The step's checkpoint state and, after the last step, the run's output: refused (NotStorable) when the
+    database cannot store them, so the run fails for good instead of resuming into the same write error."""
+    state_json = state.model_dump(mode="json")
+    refuse_unstorable(state_json, what=f"state after step {step_name!r}", kind="state_not_storable")
+    if not last:
+        return state_json, None
+    output = workflow.build_output(state)
+    refuse_unstorable(output, what=f"output built after step {step_name!r}", kind="state_not_storable")
+    return state_json, output
 
 
 def _handle_step_error(db: RunStore, lease: Lease, workflow: Workflow, step: str, attempt: int,

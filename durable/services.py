@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from durable import dispatch, metrics
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import canonical_json, request_hash
+from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.engine.ledger import OperationStatus
 from durable.engine.search import field_text, fold, searchable_fields
@@ -76,6 +77,24 @@ def _field_errors(exc: ValidationError) -> dict[str, list[str]]:
     return errors
 
 
+def _refuse_unstorable_start(business_key: str, input: dict[str, Any], state: dict[str, Any]) -> None:
+    """InvalidInput, before anything is written, for a business key, input or first state the database cannot
+    store (durable.engine.json_values): the API's fields refuse them already, this is every other caller's."""
+    try:
+        check_storable(business_key)
+    except UnstorableJSON as exc:
+        raise InvalidInput({"business_key": [exc.problem]}) from None
+    try:
+        check_storable(input)
+    except UnstorableJSON as exc:
+        raise InvalidInput({"input": {".".join(map(str, exc.path)) or "__root__": [exc.problem]}}) from None
+    try:
+        check_storable(state)
+    except UnstorableJSON as exc:
+        raise InvalidInput({"input": {"__root__": [f"the first state built from it cannot be stored: {exc.detail}"]}}) \
+            from None
+
+
 START_OLDER_VERSION = "durable.start_older_version"
 
 
@@ -96,7 +115,10 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
         data = definition.input.model_validate(input)
     except ValidationError as exc:
         raise InvalidInput({"input": _field_errors(exc)}) from None
-    fingerprint = request_hash({"workflow": workflow, "input": data.model_dump(mode="json"), "business_key": business_key})
+    stored_input = data.model_dump(mode="json")
+    state = definition.build_initial_state(data).model_dump(mode="json")
+    _refuse_unstorable_start(business_key, stored_input, state)
+    fingerprint = request_hash({"workflow": workflow, "input": stored_input, "business_key": business_key})
     if idempotency_key:
         existing = _run_for_key(idempotency_key, fingerprint)
         if existing is not None:
@@ -105,13 +127,12 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
     policy = definition.on_active_business_key
     if policy.one_active_run and (active := _active_run(workflow, business_key, policy)) is not None:
         return active, False
-    state = definition.build_initial_state(data).model_dump(mode="json")
     try:
         with transaction.atomic():
             run = Run.objects.create(
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
                 one_active_per_business_key=policy.one_active_run,
-                start_request_hash=fingerprint, input=data.model_dump(mode="json"), current_step=definition.first_step,
+                start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
                 created_by=acting_user(user), enqueued_at=timezone.now(),
             )
             _index_for_search(run, definition, data)

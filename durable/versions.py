@@ -11,6 +11,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from durable import dispatch
+from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
@@ -42,6 +43,10 @@ def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser |
         state = target.state.model_validate(migration.upcast(dict(checkpoint.state))).model_dump(mode="json")
     except ValidationError as exc:
         raise Conflict(f"the migrated state does not fit v{to_version}'s state model: {exc}", current=run.status) from None
+    try:
+        check_storable(state)
+    except UnstorableJSON as exc:
+        raise Conflict(f"the migrated state cannot be stored: {exc.detail}", current=run.status) from None
     return _apply(run, target, new_step, state, checkpoint.seq, user, source, reason)
 
 

@@ -6,8 +6,9 @@ from django.utils import timezone
 
 from durable import executor, services
 from durable.engine.states import RunStatus
-from durable.models import Checkpoint, JournalEntry, Run
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from tests.durable import workflows
+from tests.durable.claims import advance
 from tests.durable.workflows import calls_in
 
 pytestmark = pytest.mark.django_db
@@ -177,3 +178,113 @@ def test_plain_steps_commit_once_each(django_assert_max_num_queries, settings):
     # claim (update + read) + resume point + per step: 1 journal read + 1 write (2 statements on SQLite)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED and run.checkpoint_seq == 10
+
+
+# Values the database cannot store (durable.engine.json_values), put where workflow code puts them. These
+# tests commit for real (transaction=True): on Postgres a step's write goes out in flight while the next step
+# runs, as in production, so a refused value would surface there if anything sent it.
+
+POISONS = ["nul", "surrogate", "nan"]
+unstorable_db = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def writes_in_flight(monkeypatch):
+    """How many step writes went out in flight (Postgres); the real send, counted."""
+    from django.db import connection
+
+    from durable.store import in_flight
+
+    sent, real = [], in_flight.send
+    monkeypatch.setattr(in_flight, "send", lambda *args, **kwargs: (sent.append(1), real(*args, **kwargs))[1])
+    return lambda: len(sent) if connection.vendor == "postgresql" else None
+
+
+@pytest.fixture
+def probe():
+    from tests.durable.ledger_workflows import probe
+
+    probe.reset()
+    yield probe
+    probe.reset()
+
+
+def start_poisoned(poison="nul", where="state"):
+    run, _ = services.start_run(workflow="test-unstorable", input={"poison": poison, "where": where}, business_key="p")
+    return run
+
+
+def assert_failed_for_good_at_poison(run, kind):
+    assert run.status == RunStatus.FAILED, run.error
+    assert (run.error["kind"], run.error["retryable"], run.error["step"]) == (kind, False, "poison")
+    assert run.checkpoint_seq == 1 and run.checkpoints.order_by("-seq").first().step == "prepare"
+    assert executor.advance(run.id).claimed is False  # failed for good: nothing resumes it into the same error
+    run.refresh_from_db()
+    assert (run.status, run.checkpoint_seq) == (RunStatus.FAILED, 1)
+
+
+@unstorable_db
+@pytest.mark.parametrize("poison", POISONS)
+def test_a_state_the_database_cannot_store_fails_the_run_for_good_at_its_step(poison, writes_in_flight):
+    run = advance(start_poisoned(poison, "state"))
+    assert_failed_for_good_at_poison(run, "state_not_storable")
+    field, problem = ("number", "finite numbers only") if poison == "nan" else (
+        "text", "NUL" if poison == "nul" else "lone surrogate")
+    assert run.error["message"].startswith(f"state after step 'poison' cannot be stored: field {field} must ")
+    assert problem in run.error["message"]
+    assert writes_in_flight() in (None, 1)  # prepare's checkpoint went in flight; the refused one was never sent
+
+
+@unstorable_db
+@pytest.mark.parametrize("poison", POISONS)
+def test_an_output_the_database_cannot_store_fails_the_run_at_its_last_step(poison):
+    run = advance(start_poisoned(poison, "output"))
+    assert run.status == RunStatus.FAILED and run.output is None
+    assert (run.error["kind"], run.error["step"], run.checkpoint_seq) == ("state_not_storable", "conclude", 2)
+    assert run.error["message"].startswith("output built after step 'conclude' cannot be stored: field value must ")
+
+
+TEXT_POISONS = ["nul", "surrogate"]  # a name or a key is text: NaN cannot be in it
+
+
+@unstorable_db
+@pytest.mark.parametrize("where, poison", [("activity", p) for p in POISONS] + [("activity_name", p) for p in TEXT_POISONS])
+def test_an_activity_result_the_database_cannot_store_fails_the_run_and_is_not_recorded(poison, where):
+    run = advance(start_poisoned(poison, where))
+    assert_failed_for_good_at_poison(run, "result_not_storable")
+    what = "the result of activity 'llm.answer'" if where == "activity" else "the name of activity 'tool:"
+    assert run.error["message"].startswith(what)
+    assert not JournalEntry.objects.filter(run=run, kind="activity").exists()
+
+
+@unstorable_db
+@pytest.mark.parametrize("where, poison", [("payload", p) for p in POISONS] + [("business_key", p) for p in TEXT_POISONS])
+def test_a_side_effect_request_the_database_cannot_store_is_refused_before_prepare(where, poison, probe):
+    run = advance(start_poisoned(poison, where))
+    assert_failed_for_good_at_poison(run, "payload_not_storable")
+    assert run.error["message"].startswith(f"the {where.replace('_', ' ')} of side effect 'charge' cannot be stored")
+    assert not SideEffect.objects.filter(run=run).exists() and probe.calls == []  # nothing prepared, nothing sent
+
+
+@unstorable_db
+@pytest.mark.parametrize("poison", TEXT_POISONS)
+def test_an_error_whose_text_cannot_be_stored_is_recorded_repaired_through_retry_and_failure(poison):
+    run = advance(start_poisoned(poison, "retryable_error"))
+    repaired = "before\ufffdafter" if poison == "nul" else "an LLM wrote \ufffd here"
+    assert run.status == RunStatus.WAITING_RETRY
+    assert run.error["message"] == f"the downstream answered {repaired}"
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
+    run = advance(run)
+    assert (run.status, run.error["exhausted"], run.error["message"]) == (
+        RunStatus.FAILED, True, f"the downstream answered {repaired}")
+    [retry] = JournalEntry.objects.filter(run=run, kind="retry_scheduled")
+    assert retry.detail["error"]["message"] == f"the downstream answered {repaired}"
+
+
+@unstorable_db
+@pytest.mark.parametrize("poison", TEXT_POISONS)
+def test_a_bug_whose_message_cannot_be_stored_fails_the_run_with_the_message_repaired(poison):
+    run = advance(start_poisoned(poison, "bug"))
+    assert (run.status, run.error["kind"]) == (RunStatus.FAILED, "code_error")
+    assert "\ufffd" in run.error["message"] and "\x00" not in run.error["message"]
+    assert JournalEntry.objects.get(run=run, kind="failed").detail["error"] == run.error

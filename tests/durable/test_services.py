@@ -98,6 +98,24 @@ def test_missing_input_field_is_named_in_the_errors():
     assert Run.objects.count() == 0
 
 
+
+@pytest.mark.parametrize("note, problem", [("a\x00b", "NUL"), ("an LLM wrote \ud800", "lone surrogate")])
+def test_input_the_database_cannot_store_is_invalid_input_naming_the_field_and_writes_nothing(note, problem):
+    # The API's fields refuse it already; a caller in Python (a host app, another workflow) gets the same answer.
+    with pytest.raises(services.InvalidInput) as exc:
+        services.start_run(workflow="test-customer-order", business_key="c-1",
+                           input={"customer_email": "ada@example.com", "order_id": "ORD-1", "note": note})
+    [message] = exc.value.errors["input"]["note"]
+    assert problem in message
+    assert (Run.objects.count(), Checkpoint.objects.count()) == (0, 0)
+
+
+def test_a_business_key_the_database_cannot_store_is_invalid_input():
+    with pytest.raises(services.InvalidInput) as exc:
+        services.start_run(workflow="test-trivial", input={}, business_key="ORD-\x00")
+    assert list(exc.value.errors) == ["business_key"] and "NUL" in exc.value.errors["business_key"][0]
+    assert Run.objects.count() == 0
+
 def test_the_same_request_with_the_same_idempotency_key_returns_the_first_run():
     first, created_first = start_claim(idempotency_key="req-1")
     again, created_again = start_claim(idempotency_key="req-1")

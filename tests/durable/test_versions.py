@@ -10,6 +10,7 @@ from durable.checks import unregistered_versions_in_flight
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import registry
+from durable.workflow import Migration
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable import version_workflows as vw
 from tests.audit import operator_actions
@@ -81,6 +82,17 @@ def test_a_schema_bump_with_an_upcaster_reads_the_old_checkpoint(deploy):
     assert set(run.checkpoints.filter(seq__gt=0).values_list("state_schema_version", flat=True)) == {2}
 
 
+
+def test_an_upcaster_error_whose_text_cannot_be_stored_blocks_the_run_with_it_repaired(deploy):
+    def broken(state):
+        raise ValueError("cannot read \x00 \ud800")
+
+    run = start_v1()
+    deploy(vw.build(1, checkpoint_schema_version=2, upcasters={1: broken}))
+    run = advance(run)
+    assert (run.status, run.error["kind"]) == (RunStatus.BLOCKED_VERSION, "schema_unreadable")
+    assert run.error["message"].endswith("cannot read \ufffd \ufffd")
+
 def test_a_pinned_prompt_release_change_blocks_the_run(deploy):
     run = start_v1()
     deploy(vw.build(1, pinned=("prompt_release",), prompt_release_override="prompts-2"))
@@ -125,6 +137,16 @@ def test_a_migration_is_refused_where_the_old_position_has_no_mapping(monkeypatc
     run.refresh_from_db()
     assert (run.status, run.workflow_version) == (RunStatus.BLOCKED_VERSION, 1)
 
+
+
+def test_a_migrated_state_the_database_cannot_store_is_refused_and_nothing_moves(monkeypatch, operator, deploy):
+    run = blocked_v1_run(monkeypatch, position="b")
+    deploy(vw.build(2, ("a", "risk", "b", "c"), state=vw.StateV2, migrations=[
+        Migration(from_version=1, step_map={"b": "risk"}, upcast=lambda s: {**s, "risk": "un\x00known"})]))
+    with pytest.raises(services.Conflict, match="the migrated state cannot be stored: field risk must not contain NUL"):
+        versions.migrate_run(run_id=run.id, to_version=2, user=operator, source="test")
+    run.refresh_from_db()
+    assert (run.status, run.workflow_version, run.checkpoints.count()) == (RunStatus.BLOCKED_VERSION, 1, 1)
 
 def test_a_migration_needs_a_declared_migration_and_a_blocked_run(monkeypatch, operator, deploy):
     running = start_v1()

@@ -137,3 +137,82 @@ def make_the_call(ctx: Any, state: SlowCallState) -> SlowCallState:
         state.result = ctx.side_effect("notify", business_key=order, downstream=downstreams.notifications,
                                        payload={"to": "ada@example.com", "message": "Your refund is on its way"})
     return state
+
+
+# Values the database cannot store, as an LLM's output or a downstream's body may hold them. A run's input
+# cannot carry them (start_run refuses them), so it names one and the `poison` step puts it where told.
+POISONS: dict[str, Any] = {"nul": "before\x00after", "surrogate": "an LLM wrote \ud800 here", "nan": float("nan")}
+
+
+class PoisonInput(BaseModel):
+    poison: str = "nul"  # a key of POISONS
+    # Where the `poison` step puts it: state, output, activity, activity_name, payload, business_key, downstream,
+    # snapshot, approve, retryable_error, bug.
+    where: str = "state"
+
+
+class PoisonState(PoisonInput):
+    text: str = ""
+    number: float = 0.0
+    got: dict[str, Any] = {}
+
+
+unstorable = register(Workflow(
+    name="test-unstorable", version=1, state=PoisonState, input=PoisonInput,
+    retry=RetryPolicy(max_attempts=2, initial_interval=0.01, max_interval=0.05, jitter=0.0),
+    on_active_business_key=OnActiveBusinessKey.START_ANOTHER,
+))
+
+
+def still_holds(snapshot: dict[str, Any]) -> Any:
+    from durable.engine.approvals import Revalidation
+
+    return Revalidation(current=snapshot)
+
+
+@unstorable.step
+def prepare(ctx: Any, state: PoisonState) -> PoisonState:
+    """A step that writes a clean checkpoint: where a run refused at the next step stays."""
+    return state
+
+
+@unstorable.step(side_effects=["charge"])
+def poison(ctx: Any, state: PoisonState) -> PoisonState:
+    from datetime import timedelta
+
+    from durable.downstream import get_downstream
+
+    value, where = POISONS[state.poison], state.where
+    if where == "state":
+        if isinstance(value, float):
+            state.number = value
+        else:
+            state.text = value
+    elif where == "activity":
+        state.got = ctx.activity("llm.answer", lambda: {"answer": value})
+    elif where == "activity_name":
+        state.got = ctx.activity(f"tool:{value}", lambda: {"answer": "fine"})
+    elif where in ("payload", "business_key", "downstream"):
+        state.got = ctx.side_effect("charge", business_key=value if where == "business_key" else "B-1",
+                                    downstream=get_downstream("probe"),
+                                    payload={"note": value} if where == "payload" else {"amount": "10.00"})
+    elif where in ("snapshot", "approve"):
+        state.got = ctx.request_approval(
+            "refund", snapshot={"note": value if where == "snapshot" else "fine"},
+            approve={"note": value if where == "approve" else "fine"}, revalidate=still_holds,
+            expires_in=timedelta(days=1))
+    elif where == "retryable_error":
+        raise RetryableError(f"the downstream answered {value!s}")
+    elif where == "bug":
+        raise ValueError(value)
+    return state
+
+
+@unstorable.step
+def conclude(ctx: Any, state: PoisonState) -> PoisonState:
+    return state
+
+
+@unstorable.output
+def poison_output(state: PoisonState) -> dict[str, Any]:
+    return {"value": POISONS[state.poison]} if state.where == "output" else {"got": state.got}
