@@ -1,19 +1,42 @@
 """Downstream adapters: how durable calls a system with side effects, and what it promises."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from durable.engine.errors import Classification, classify
+from durable.engine.json_values import storable_copy
 from durable.engine.ledger import Capabilities
+
+REPAIRED = ("the downstream's answer held what the database cannot store (a NUL, a lone surrogate, NaN, Infinity or "
+            "nesting past 100 levels): recorded with U+FFFD in place of such characters and null in place of the rest")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a downstream said it did: its own reference and the result to record."""
+    """What a downstream said it did: its own reference and the result to record.
+
+    The action has happened, so its answer is recorded whatever it holds: what the database cannot store
+    is replaced (durable.engine.json_values.storable_copy) and `repaired` says so, for the evidence.
+    """
 
     external_ref: str
     result: dict[str, Any]
+    repaired: bool = field(default=False, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        external_ref, result = storable_copy(self.external_ref), storable_copy(self.result)
+        if external_ref is not self.external_ref or result is not self.result:
+            object.__setattr__(self, "external_ref", external_ref)
+            object.__setattr__(self, "result", result)
+            object.__setattr__(self, "repaired", True)
+
+
+def with_repair_noted(evidence: str, outcome: Outcome) -> str:
+    """The evidence recorded with an operation's success, saying when its answer had to be repaired."""
+    if not outcome.repaired:
+        return evidence
+    return f"{evidence}; {REPAIRED}" if evidence else REPAIRED
 
 
 class Downstream(Protocol):

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import F
 
 from durable import metrics
-from durable.downstream import Outcome
+from durable.downstream import REPAIRED, Outcome, with_repair_noted
 from durable.engine.errors import OperationConflict, RetryableError
 from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
@@ -67,6 +67,9 @@ def mark_started(db: RunStore, lease: Lease, row: SideEffect) -> None:
 
 
 def commit_success(db: RunStore, lease: Lease, row: SideEffect, outcome: Outcome, *, evidence: str = "") -> None:
+    evidence = with_repair_noted(evidence, outcome)
+    if outcome.repaired:
+        log.warning("operation %s (%s): %s", row.operation_id, row.action_name, REPAIRED)
     result = canonical_json(outcome.result)
     _move(db, lease, row, {Op.STARTED}, Op.SUCCEEDED,
           {"external_ref": outcome.external_ref, **({"evidence": evidence} if evidence else {})},

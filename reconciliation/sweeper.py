@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from durable.conf import durable_settings
 from durable import logs, metrics
-from durable.downstream import Downstream, get_downstream
+from durable.downstream import Downstream, get_downstream, with_repair_noted
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.notifications import EventKind
@@ -66,7 +66,8 @@ def _settle(row: SideEffect, finding: Finding) -> int:
         return 0  # the run's own re-entry re-sends it with the same key
     if finding.found is not None:
         found = finding.found
-        return _move(row, Op.SUCCEEDED, finding.decision, finding.evidence, external_ref=found.external_ref,
+        return _move(row, Op.SUCCEEDED, finding.decision, with_repair_noted(finding.evidence, found),
+                     external_ref=found.external_ref,
                      result_json=found.result, response_hash=sha256_hex(canonical_json(found.result)))
     if finding.decision == NOT_FOUND:
         return _move(row, Op.FAILED_RETRYABLE, finding.decision, finding.evidence)

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 
 from durable import NonRetryableError, executor, ledger, services
+from durable.downstream import REPAIRED, Outcome
 from durable.engine.errors import LeaseLost, OperationConflict
 from durable.engine.ids import canonical_json, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
@@ -255,15 +256,20 @@ def test_a_failed_final_operation_is_never_sent_again_even_when_the_run_is_retri
     assert payments(demo)["calls"] == 1
 
 
-def test_a_business_rejection_from_an_adapter_is_failed_final():
+@pytest.mark.parametrize("said, recorded", [
+    ("card declined", "card declined"),
+    ("card declined \x00\ud800", "card declined \ufffd\ufffd"),  # text the database cannot store, repaired
+])
+def test_a_business_rejection_from_an_adapter_is_failed_final(said, recorded):
     def decline(operation_id, business_key, payload):
-        raise NonRetryableError("card declined", kind="business_rejection")
+        raise NonRetryableError(said, kind="business_rejection")
 
     probe.on_execute = decline
     run = advance(start_probe())
     row = operation(run, "charge")
     assert run.status == RunStatus.FAILED and run.error["kind"] == "business_rejection"
-    assert (row.status, row.last_error["message"]) == (Op.FAILED_FINAL, "card declined")
+    assert run.error["message"] == f"charge on probe: {recorded}"
+    assert (row.status, row.last_error["message"]) == (Op.FAILED_FINAL, recorded)
     assert len(probe.calls) == 1
 
 
@@ -281,6 +287,27 @@ def test_a_connection_refused_never_reached_the_downstream_and_is_failed_retryab
     run = advance(run)
     assert run.status == RunStatus.SUCCEEDED and run.output["charge"]["ref"] == "probe-2"
     assert [c[0] for c in probe.calls] == [row.operation_id] * 2
+
+
+# What a downstream answers that the database cannot store: the action happened, so it is recorded repaired
+
+
+@pytest.mark.django_db(transaction=True)  # on Postgres the step's write goes in flight, as in production
+def test_a_downstream_answer_the_database_cannot_store_is_recorded_as_a_storable_copy_and_the_run_goes_on():
+    probe.on_execute = lambda operation_id, business_key, payload: Outcome(
+        "ch_\x001", {"note": "paid\x00", "by": "an LLM wrote \ud800", "fee": float("nan"), "ok": True})
+    run = advance(start_probe())
+    row = operation(run, "charge")
+    stored = {"note": "paid\ufffd", "by": "an LLM wrote \ufffd", "fee": None, "ok": True}
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert (row.status, row.external_ref, row.result_json) == (Op.SUCCEEDED, "ch_\ufffd1", stored)
+    assert row.response_hash == sha256_hex(canonical_json(stored))
+    assert run.output["charge"] == {**stored, "external_ref": "ch_\ufffd1"}  # the step got what was recorded
+    [success] = [e.detail for e in JournalEntry.objects.filter(run=run, kind="side_effect")
+                 if e.detail["status"] == Op.SUCCEEDED]
+    assert success["evidence"] == REPAIRED and success["external_ref"] == "ch_\ufffd1"
+    assert len(probe.calls) == 1
+
 
 
 # Refusals

@@ -10,13 +10,15 @@ import pytest
 from django.utils import timezone
 
 from durable import executor, services, sweeper, tasks
+from durable.downstream import REPAIRED, Outcome
 from durable.tools.demo.downstreams import NotificationsAdapter, TicketsAdapter
+from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED
 from durable.models import JournalEntry, Run, SideEffect
 from reconciliation.sweeper import reconcile_stale
-from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, make_retry_due
+from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, make_retry_due, probe
 from tests.durable.claims import advance, start_claim
 
 pytestmark = pytest.mark.django_db
@@ -404,3 +406,40 @@ def test_a_rate_limited_refund_is_not_retried_before_the_downstreams_retry_after
     assert run.status == RunStatus.WAITING_RETRY and run.error["kind"] == "rate_limited"
     assert run.error["retry_after"] == 8.0
     assert run.next_attempt_at - run.updated_at >= timedelta(seconds=8)  # the backoff alone: about 1 s
+
+
+# What a lookup finds that the database cannot store: the action happened, so it is recorded repaired
+
+
+@pytest.fixture
+def poisoned_lookup(monkeypatch):
+    """The ledger tests' probe, looked up rather than keyed, finding an answer the database cannot store."""
+    probe.reset()
+    monkeypatch.setattr(probe, "capabilities", Capabilities(honours_idempotency_keys=False, can_lookup=True))
+    monkeypatch.setattr(probe, "lookup", lambda operation_id, business_key, payload: Outcome(
+        "ch_\x001", {"note": "paid\x00", "by": "an LLM wrote \ud800", "fee": float("inf")}))
+    yield probe
+    probe.reset()
+
+
+@pytest.mark.django_db(transaction=True)  # on Postgres the step's write goes in flight, as in production
+@pytest.mark.parametrize("settled_by", ["worker", "sweeper"])
+def test_an_answer_found_by_lookup_that_the_database_cannot_store_is_recorded_repaired(
+        poisoned_lookup, monkeypatch, reconcile_at_once, settled_by):
+    started, _ = services.start_run(workflow="test-ledger-probe", input={}, business_key="B-1")
+    run = crash(started, monkeypatch, AFTER_DOWNSTREAM, "charge")
+    if settled_by == "sweeper":
+        assert reconcile_stale() == 1
+    run = advance(run)
+    row = operation(run, "charge")
+    stored = {"note": "paid\ufffd", "by": "an LLM wrote \ufffd", "fee": None}
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert (row.status, row.external_ref, row.result_json) == (Op.SUCCEEDED, "ch_\ufffd1", stored)
+    assert run.output["charge"] == {**stored, "external_ref": "ch_\ufffd1"}
+    [decision] = reconciliations(run)
+    assert decision["decision"] == "found" and "ch_\ufffd1" in decision["evidence"]
+    success = [e.detail for e in JournalEntry.objects.filter(run=run, kind="side_effect")
+               if e.detail["status"] == Op.SUCCEEDED]
+    said = decision["evidence"] if settled_by == "sweeper" else success[0]["evidence"]
+    assert REPAIRED in said
+    assert len(poisoned_lookup.calls) == 1  # found, so never sent again
