@@ -15,6 +15,7 @@ from django.core.mail import EmailMessage
 
 from durable.conf import durable_settings
 from durable.engine.errors import classify_status
+from durable.engine.json_values import storable_text
 from durable.engine.notifications import DELIVERY_ID_HEADER, SIGNATURE_HEADER, signature_header
 from durable.notifications.messages import Message
 from durable.notifications.models import Channel, NotificationDelivery
@@ -26,6 +27,11 @@ class Result:
     retryable: bool = False
     status_code: int | None = None
     error: str = ""
+
+    def __post_init__(self) -> None:
+        # Recorded on the delivery and its attempt whatever the receiver answered: a NUL in its body would
+        # make that write fail and the delivery be tried again and again.
+        object.__setattr__(self, "error", storable_text(self.error))
 
 
 def send(delivery: NotificationDelivery, message: Message, *, timeout: float) -> Result:

@@ -19,6 +19,7 @@ class Receiver:
         self.requests: list[dict[str, Any]] = []  # every request, repeats included
         self.processed: Counter[str] = Counter()  # what the receiver acted on, by delivery id
         self.answers: list[int] = []  # scripted statuses for the next requests; then 200
+        self.bodies: list[bytes] = []  # scripted bodies for the next answers; then none
         self.hold_first = threading.Event()  # set: the first request waits until released
         self.released = threading.Event()
         receiver = self
@@ -46,13 +47,16 @@ class Receiver:
             first = not self.requests
             self.requests.append({"delivery_id": delivery_id, "signed": signed, "body": json.loads(body)})
             status = self.answers.pop(0) if self.answers else 200
+            answer = self.bodies.pop(0) if self.bodies else b""
             if signed and status == 200 and not self.processed[delivery_id]:
                 self.processed[delivery_id] += 1  # acted on, then answered: a repeat of it is dropped
         if first and self.hold_first.is_set():
             self.released.wait(60)  # the sender is killed meanwhile; nobody reads the answer
         try:
             request.send_response(status)
+            request.send_header("Content-Length", str(len(answer)))
             request.end_headers()
+            request.wfile.write(answer)
         except OSError:
             pass  # the sender is gone
 

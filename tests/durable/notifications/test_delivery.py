@@ -80,6 +80,15 @@ def test_a_delivery_fails_after_its_last_attempt_and_says_why(webhook, settings)
     assert attempts(row) == [(1, "retry", 502), (2, "failed", 502)]
 
 
+
+def test_a_webhook_error_body_the_database_cannot_store_is_recorded_repaired(webhook):
+    webhook.answers, webhook.bodies = [400], ["bad \x00 request \ud800".encode("utf-8", "surrogatepass")]
+    row = one_delivery("webhook")
+    assert delivery.deliver(row.id) is None
+    row.refresh_from_db()
+    assert row.status == Status.FAILED and attempts(row) == [(1, "failed", 400)]
+    assert "\x00" not in row.last_error and row.last_error.startswith("invalid_request: HTTP 400 bad \ufffd request")
+
 def test_a_webhook_refused_with_a_4xx_fails_at_once(webhook):
     webhook.answers = [410]
     row = one_delivery("webhook")
