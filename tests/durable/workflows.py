@@ -146,8 +146,8 @@ POISONS: dict[str, Any] = {"nul": "before\x00after", "surrogate": "an LLM wrote 
 
 class PoisonInput(BaseModel):
     poison: str = "nul"  # a key of POISONS
-    # Where the `poison` step puts it: state, output, activity, activity_name, payload, business_key, downstream,
-    # snapshot, approve, retryable_error, bug.
+    # Where the `poison` step puts it: state, output, activity, activity_name, payload, business_key, snapshot,
+    # approve, retryable_error, bug.
     where: str = "state"
 
 
@@ -192,7 +192,7 @@ def poison(ctx: Any, state: PoisonState) -> PoisonState:
         state.got = ctx.activity("llm.answer", lambda: {"answer": value})
     elif where == "activity_name":
         state.got = ctx.activity(f"tool:{value}", lambda: {"answer": "fine"})
-    elif where in ("payload", "business_key", "downstream"):
+    elif where in ("payload", "business_key"):
         state.got = ctx.side_effect("charge", business_key=value if where == "business_key" else "B-1",
                                     downstream=get_downstream("probe"),
                                     payload={"note": value} if where == "payload" else {"amount": "10.00"})
