@@ -38,6 +38,8 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import errors, pq
 
+from durable.store.health import note_proven
+
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 _WRITES: list[PreparedWrite] = []  # every statement that may go in flight, in the order they were declared
 _PIPELINE_MODE = pq.version() >= 140000  # libpq 14; psycopg's binary package ships a newer one
@@ -187,6 +189,7 @@ def settle(db: BaseDatabaseWrapper) -> None:
             write.read(queue.pgconn)
         queue.pgconn.exit_pipeline_mode()
         _send_again_from_first_undefined(db, queue.writes)
+        note_proven(db)
         for write in queue.writes:
             write.outcome()
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from durable.conf import durable_settings
+from durable.store.health import check_unless_proven, note_proven
 from durable.store.in_flight import settle, wrapped
 
 
@@ -45,10 +46,11 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
     On a psycopg cursor kept for the connection (per thread, as Django's connections are), inside
     `prepared`: a Django cursor per statement, its wrapper and the context manager cost about
     0.05 ms of the worker's CPU a statement, a tenth of a step here. What Django's cursor does that
-    matters is kept: the health check and reconnect (ensure_connection), errors as django.db's
-    (callers such as the heartbeat catch DatabaseError), the broken-transaction check, and the
-    connection's execute wrappers (the benchmark counts commits with one). When queries are logged
-    (DEBUG, tests' force_debug_cursor) it goes through Django's cursor, so they are logged.
+    matters is kept: the health check (unless a statement came back moments ago: durable.store.health)
+    and reconnect (ensure_connection), errors as django.db's (callers such as the heartbeat catch
+    DatabaseError), the broken-transaction check, and the connection's execute wrappers (the benchmark
+    counts commits with one). When queries are logged (DEBUG, tests' force_debug_cursor) it goes
+    through Django's cursor, so they are logged.
     """
     db = connections[DEFAULT_DB_ALIAS]
     settle(db)  # a step's write still in flight: its result first, LeaseLost if it was refused
@@ -56,7 +58,7 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
         with prepared(), db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount, _fetched(cursor, fetch)
-    db.close_if_health_check_failed()
+    check_unless_proven(db)
     db.ensure_connection()
     raw = db.connection
     kept: tuple[Any, Any] | None = getattr(db, "_durable_cursor", None)
@@ -71,7 +73,9 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
             wrapped(db, partial(_execute_on, cursor))(sql, params, False, {"connection": db, "cursor": cursor})
         else:
             cursor.execute(sql, params)
-        return cursor.rowcount, _fetched(cursor, fetch)
+        found = cursor.rowcount, _fetched(cursor, fetch)
+    note_proven(db)
+    return found
 
 
 def _execute_on(cursor: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
