@@ -14,8 +14,9 @@ the two overlap. Nothing leaves the process on an unconfirmed write:
 So a crash or a lost lease costs at most the pure code of one step, which runs again on resume,
 as it would had the crash come just before a synchronous write's commit.
 
-The run's last write (the finish) is queued behind the last step's write, still in flight, and the
-two are read together: one wait where there were two. Each write is its own transaction (a sync
+A write whose result is needed at once (the run's finish, a side effect's Prepare, which returns the
+ledger row) is queued behind the step's write still in flight, and the two are read together: one
+wait where there were two. Each write is its own transaction (a sync
 after each); each is fenced on the checkpoint seq the one before it sets, so a refusal refuses all
 that were queued behind it.
 
@@ -37,6 +38,7 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import errors, pq
+from psycopg.adapt import Transformer
 
 from durable.store.health import note_proven
 
@@ -79,8 +81,8 @@ class PreparedWrite:
 class InFlight:
     """One write sent on a connection whose result is not read yet."""
 
-    def __init__(self, statement: PreparedWrite, values: list[bytes | None], on_result: Callable[[int], None], *,
-                 prepared: bool) -> None:
+    def __init__(self, statement: PreparedWrite, values: list[bytes | None],
+                 on_result: Callable[[pq.abc.PGresult], None], *, prepared: bool) -> None:
         self.statement = statement
         self.values = values
         self.on_result = on_result
@@ -107,12 +109,26 @@ class InFlight:
             self.result = pgconn.exec_params(self.statement.sql, self.values, self.statement.types)
 
     def outcome(self) -> None:
-        """Hand its row count to `on_result` (which may raise LeaseLost); a failed statement raises
+        """Hand its result to `on_result` (which may raise LeaseLost); a failed statement raises
         as Django's database errors do (the caller wraps them)."""
         assert self.result is not None
         if self.result.status not in _OK:
             raise errors.error_from_result(self.result)
-        self.on_result(self.result.command_tuples or 0)
+        self.on_result(self.result)
+
+
+def rowcount(result: pq.abc.PGresult) -> int:
+    """How many rows the statement wrote (or returned)."""
+    return result.command_tuples or 0
+
+
+def first_row(db: BaseDatabaseWrapper, result: pq.abc.PGresult) -> tuple[Any, ...] | None:
+    """The result's first row as psycopg's cursor would give it (the connection's loaders), or None."""
+    if result.ntuples == 0:
+        return None
+    transformer = Transformer.from_context(db.connection)
+    transformer.set_pgresult(result)
+    return transformer.load_row(0, tuple)
 
 
 class _Queue:
@@ -124,7 +140,7 @@ class _Queue:
 
 
 def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str, Any],
-         on_result: Callable[[int], None], *, prepare: bool = True, behind: bool = False) -> None:
+         on_result: Callable[[pq.abc.PGresult], None], *, prepare: bool = True, behind: bool = False) -> None:
     """Send the write and return at once; its result is read by the next `settle` on this connection.
 
     The write in flight before it is settled first, unless `behind`: then it is queued after that one

@@ -11,10 +11,9 @@ step runs (durable/store/in_flight.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -155,6 +154,11 @@ _OPERATIONS = RowReader(SideEffect)
 _PREPARE_OPERATION_SQL = _PREPARE_OPERATION_SQL.format(columns=_OPERATIONS.columns("durable_sideeffect"),
                                                        existing=_OPERATIONS.columns("existing"))
 
+# The same, queued behind the step write in flight (a side effect's step comes after another step).
+_PREPARE_OPERATION = in_flight.PreparedWrite.of("durable_prepare_operation", _PREPARE_OPERATION_SQL, {
+    "run_id": 2950, "token": 20, "seq": 23, "now": 1184, "lease_expires_at": 1184, "operation_id": 25, "step": 25,
+    "action_name": 25, "downstream": 25, "business_key": 25, "request_hash": 25, "payload": 25})
+
 _MOVE_OPERATION_SQL = f"""
 WITH fenced AS ({_FENCE}), moved AS (
     UPDATE durable_sideeffect SET status = %(target)s, updated_at = %(now)s, attempts = attempts + %(attempt)s{{sets}}
@@ -212,7 +216,7 @@ class PostgresRunStore(RunStore):
                   "lease_expires_at": lease.renewal(now)}
         db = connections[DEFAULT_DB_ALIAS]
         if in_flight.overlapping_allowed(db):  # its result is read before the next write or call
-            in_flight.send(db, _STEP_WRITE, params, partial(_check_fence, lease),
+            in_flight.send(db, _STEP_WRITE, params, _fence_checked(lease),
                            prepare=durable_settings.DURABLE_PREPARE_STATEMENTS)
         else:
             self._execute_fenced(_STEP_SQL, params, lease)
@@ -230,9 +234,7 @@ class PostgresRunStore(RunStore):
         params = {**_step_params(lease, timezone.now(), step, state, schema_version), "output": json.dumps(output)}
         db = connections[DEFAULT_DB_ALIAS]
         if in_flight.overlapping_allowed(db):  # queued behind the last step's write, then both are read
-            in_flight.send(db, _FINISH_WRITE, params, partial(_check_fence, lease),
-                           prepare=durable_settings.DURABLE_PREPARE_STATEMENTS, behind=True)
-            in_flight.settle(db)
+            _send_behind(db, _FINISH_WRITE, params, _fence_checked(lease))
         else:
             self._execute_fenced(_FINISH_SQL, params, lease)
         lease.seq += 1
@@ -248,7 +250,13 @@ class PostgresRunStore(RunStore):
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
-        _, row = run_statement(_PREPARE_OPERATION_SQL, params, "one")
+        db = connections[DEFAULT_DB_ALIAS]
+        if in_flight.overlapping_allowed(db):  # queued behind the previous step's write: one wait for both
+            read: list[tuple[Any, ...] | None] = []
+            _send_behind(db, _PREPARE_OPERATION, params, lambda result: read.append(in_flight.first_row(db, result)))
+            row = read[0]
+        else:
+            _, row = run_statement(_PREPARE_OPERATION_SQL, params, "one")
         if row is None:  # the lease is lost, or another transaction inserted the row meanwhile
             return super().prepare_operation(lease, fields)
         operation = _OPERATIONS.instance(row, ("created",))
@@ -290,6 +298,19 @@ def _by_step(rows: Iterable[Sequence[Any]]) -> dict[str, list[RecordedCall]]:
 def _check_fence(lease: Lease, rowcount: int) -> None:
     if rowcount != 1:
         raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
+
+def _fence_checked(lease: Lease) -> Callable[[Any], None]:
+    """What a fenced write in flight does with its result: LeaseLost unless it wrote its one row."""
+    return lambda result: _check_fence(lease, in_flight.rowcount(result))
+
+
+def _send_behind(db: Any, statement: in_flight.PreparedWrite, params: dict[str, Any],
+                 on_result: Callable[[Any], None]) -> None:
+    """Queue the statement behind the write in flight, then read both (the earlier one's refusal first)."""
+    in_flight.send(db, statement, params, on_result, prepare=durable_settings.DURABLE_PREPARE_STATEMENTS,
+                   behind=True)
+    in_flight.settle(db)
 
 
 def _step_params(lease: Lease, now: datetime, step: str, state: dict[str, Any], schema_version: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from durable import OnActiveBusinessKey, Workflow, register, services
 from durable.engine.errors import LeaseLost
 from durable.executor import advance
-from durable.models import Checkpoint, JournalEntry, Run
+from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.store import in_flight, store
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a thief's update must commit, as on a real database
@@ -219,6 +219,42 @@ def test_writes_are_prepared_and_sent_again_in_order_when_a_rollback_dropped_the
     run.refresh_from_db()
     assert run.status == "SUCCEEDED" and run.output == {"done": True}
     assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [0, 1, 2, 3]
+
+
+def operation(lease: Any, op_id: str = "op-in-flight") -> dict[str, Any]:
+    return {"operation_id": op_id, "run_id": lease.run_id, "step": "second", "action_name": "charge",
+            "business_key": "in-flight", "downstream": "payments", "request_hash": "h" * 64,
+            "payload": {"amount": "10.00", "note": "caf\u00e9"}}
+
+
+def test_a_side_effects_prepare_is_queued_behind_the_step_write_and_read_back_as_the_orm_reads_it():
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+        assert in_flight_now()
+        row, created = db.prepare_operation(lease, operation(lease))
+        assert not in_flight_now()
+        again, created_again = db.prepare_operation(lease, operation(lease))
+
+    stored = SideEffect.objects.get(operation_id="op-in-flight")
+    assert created and not created_again
+    for prepared in (row, again):
+        assert [getattr(prepared, f.attname) for f in SideEffect._meta.concrete_fields] == [
+            getattr(stored, f.attname) for f in SideEffect._meta.concrete_fields]
+    assert row.payload == {"amount": "10.00", "note": "caf\u00e9"} and row.run_id == run.id
+
+
+def test_nothing_is_prepared_behind_a_step_write_the_fence_refused():
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    with pytest.raises(LeaseLost), db.overlapping():
+        steal(run.id)
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)  # refused in flight
+        db.prepare_operation(lease, operation(lease))  # queued behind it: fenced on the seq it did not set
+    assert not SideEffect.objects.exists()
 
 
 @override_settings(DURABLE_PIPELINE_STEP_WRITES=False)
