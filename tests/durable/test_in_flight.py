@@ -72,6 +72,14 @@ def started() -> Run:
     return run
 
 
+def claimed() -> tuple[Run, Any, Any]:
+    """A new run, the store and the lease worker w1 holds on it: for tests that drive the store by hand."""
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    return run, db, lease
+
+
 def steal(run_id) -> None:
     """Another worker takes the run: its token moves on, committed on a connection of its own."""
     def take() -> None:
@@ -143,9 +151,7 @@ def test_a_step_may_query_and_open_a_transaction_while_a_write_is_in_flight():
 
 
 def test_a_write_that_fails_in_flight_raises_as_djangos_database_errors_do():
-    run = started()
-    db = store()
-    lease, _ = db.claim(run.id, "w1", LEASE)
+    run, db, lease = claimed()
     with db.overlapping():
         db.commit_step(lease, "first", "second", {"steps": []}, -1)  # the schema version's CHECK refuses it
         assert in_flight_now()
@@ -155,9 +161,7 @@ def test_a_write_that_fails_in_flight_raises_as_djangos_database_errors_do():
 
 
 def test_the_lease_holder_keeps_the_fence_when_the_write_in_flight_is_refused():
-    run = started()
-    db = store()
-    lease, _ = db.claim(run.id, "w1", LEASE)
+    run, db, lease = claimed()
     with pytest.raises(LeaseLost), db.overlapping():
         steal(run.id)
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)  # sent; refused by the fence
@@ -207,9 +211,7 @@ def test_a_finish_whose_lease_was_taken_during_the_last_step_is_refused():
 
 
 def test_writes_are_prepared_and_sent_again_in_order_when_a_rollback_dropped_the_prepared_statements():
-    run = started()
-    db = store()
-    lease, _ = db.claim(run.id, "w1", LEASE)
+    run, db, lease = claimed()
     with db.overlapping():
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
         with connection.cursor() as cursor:
@@ -228,9 +230,7 @@ def operation(lease: Any, op_id: str = "op-in-flight") -> dict[str, Any]:
 
 
 def test_a_side_effects_prepare_is_queued_behind_the_step_write_and_read_back_as_the_orm_reads_it():
-    run = started()
-    db = store()
-    lease, _ = db.claim(run.id, "w1", LEASE)
+    run, db, lease = claimed()
     with db.overlapping():
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
         assert in_flight_now()
@@ -247,9 +247,7 @@ def test_a_side_effects_prepare_is_queued_behind_the_step_write_and_read_back_as
 
 
 def test_nothing_is_prepared_behind_a_step_write_the_fence_refused():
-    run = started()
-    db = store()
-    lease, _ = db.claim(run.id, "w1", LEASE)
+    run, db, lease = claimed()
     with pytest.raises(LeaseLost), db.overlapping():
         steal(run.id)
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)  # refused in flight
