@@ -146,8 +146,10 @@ def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str,
     The write in flight before it is settled first, unless `behind`: then it is queued after that one
     (libpq's pipeline mode) and the next `settle` reads both, in order. Queued writes are fenced on the
     checkpoint seq each one before them sets, so one that was refused refuses all after it.
-    `prepare=False` sends it unnamed, parsed each time (behind a transaction-pooling PgBouncer)."""
-    if not behind:
+    `prepare=False` sends it unnamed, parsed each time (behind a transaction-pooling PgBouncer), and never
+    queued: a pooler may hand two queued transactions to two server sessions, and the second must not
+    start before the first has committed."""
+    if not behind or not prepare:
         settle(db)
     db.ensure_connection()
     queue = _queue(db)

@@ -7,6 +7,8 @@ refused (its lease was taken) writes nothing more and calls nothing. No timing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 from unittest.mock import patch
 
@@ -70,6 +72,20 @@ def clean_hooks():
 def started() -> Run:
     run, _ = services.start_run(workflow="test-in-flight", input={}, business_key="in-flight")
     return run
+
+
+@contextmanager
+def writes_read_together() -> Iterator[list[int]]:
+    """How many writes each settle read at once, while inside."""
+    queued: list[int] = []
+    original = in_flight.settle
+
+    def counting_settle(db: Any) -> None:
+        queue = getattr(db, "_durable_in_flight", None)
+        queued.append(len(queue.writes) if queue else 0)
+        original(db)
+    with patch.object(in_flight, "settle", counting_settle):
+        yield queued
 
 
 def claimed() -> tuple[Run, Any, Any]:
@@ -170,16 +186,9 @@ def test_the_lease_holder_keeps_the_fence_when_the_write_in_flight_is_refused():
 
 
 def test_the_finish_is_queued_behind_the_last_step_write_and_both_are_read_before_the_task_ends():
-    queued: list[int] = []
-    original = in_flight.settle
-
-    def counting_settle(db: Any) -> None:
-        queue = getattr(db, "_durable_in_flight", None)
-        queued.append(len(queue.writes) if queue else 0)
-        original(db)
     run = started()
 
-    with patch.object(in_flight, "settle", counting_settle):
+    with writes_read_together() as queued:
         assert advance(run.id).steps == 3
     assert max(queued) == 2  # second's write and the finish, read together
     assert not in_flight_now()
@@ -280,6 +289,17 @@ def test_a_run_advanced_inside_another_runs_step_leaves_the_outer_guard_in_place
     assert seen == [True]
     assert "_set_autocommit" not in connection.__dict__ and not in_flight_now()
     assert Run.objects.filter(id__in=[inner.id, outer.id], status="SUCCEEDED").count() == 2
+
+
+@override_settings(DURABLE_PREPARE_STATEMENTS=False)
+def test_behind_a_transaction_pooler_nothing_is_queued_behind_a_write_in_flight():
+    run = started()
+
+    with writes_read_together() as queued:
+        assert advance(run.id).steps == 3
+    assert max(queued) == 1  # the pooler could run two queued transactions on two sessions, out of order
+    run.refresh_from_db()
+    assert run.status == "SUCCEEDED"
 
 
 @override_settings(DURABLE_PREPARE_STATEMENTS=False)
