@@ -16,9 +16,8 @@ as it would had the crash come just before a synchronous write's commit.
 
 A write whose result is needed at once (the run's finish, a side effect's Prepare, which returns the
 ledger row) is queued behind the step's write still in flight, and the two are read together: one
-wait where there were two. Each write is its own transaction (a sync
-after each); each is fenced on the checkpoint seq the one before it sets, so a refusal refuses all
-that were queued behind it.
+wait where there were two. Each write is its own transaction (a sync after each); each is fenced on
+the checkpoint seq the one before it sets, so a refusal refuses all that were queued behind it.
 
 The statements go through libpq directly (psycopg's public `pq` wrapper), prepared once per
 connection under their own names, with their parameters as text: psycopg's cursor cannot leave a
@@ -82,7 +81,7 @@ class InFlight:
     """One write sent on a connection whose result is not read yet."""
 
     def __init__(self, statement: PreparedWrite, values: list[bytes | None],
-                 on_result: Callable[[pq.abc.PGresult], None], *, prepared: bool) -> None:
+                 on_result: Callable[[pq.abc.PGresult], None] | None, *, prepared: bool) -> None:
         self.statement = statement
         self.values = values
         self.on_result = on_result
@@ -109,12 +108,13 @@ class InFlight:
             self.result = pgconn.exec_params(self.statement.sql, self.values, self.statement.types)
 
     def outcome(self) -> None:
-        """Hand its result to `on_result` (which may raise LeaseLost); a failed statement raises
+        """Hand its result to `on_result`, if any (which may raise LeaseLost); a failed statement raises
         as Django's database errors do (the caller wraps them)."""
         assert self.result is not None
         if self.result.status not in _OK:
             raise errors.error_from_result(self.result)
-        self.on_result(self.result)
+        if self.on_result is not None:
+            self.on_result(self.result)
 
 
 def rowcount(result: pq.abc.PGresult) -> int:
@@ -140,8 +140,10 @@ class _Queue:
 
 
 def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str, Any],
-         on_result: Callable[[pq.abc.PGresult], None], *, prepare: bool = True, behind: bool = False) -> None:
-    """Send the write and return at once; its result is read by the next `settle` on this connection.
+         on_result: Callable[[pq.abc.PGresult], None] | None = None, *, prepare: bool = True,
+         behind: bool = False) -> InFlight:
+    """Send the write and return at once; its result is read by the next `settle` on this connection,
+    which hands it to `on_result` and keeps it on the returned write.
 
     The write in flight before it is settled first, unless `behind`: then it is queued after that one
     (libpq's pipeline mode) and the next `settle` reads both, in order. Queued writes are fenced on the
@@ -172,8 +174,10 @@ def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str,
 
     with db.wrap_database_errors:
         wrapped(db, send_only)(statement.text, params, False, {"connection": db, "cursor": None})
-    queue.writes.append(InFlight(statement, values, on_result, prepared=prepare))
+    write = InFlight(statement, values, on_result, prepared=prepare)
+    queue.writes.append(write)
     db._durable_in_flight = queue  # type: ignore[attr-defined]
+    return write
 
 
 def _queue(db: BaseDatabaseWrapper) -> _Queue:

@@ -234,7 +234,7 @@ class PostgresRunStore(RunStore):
         params = {**_step_params(lease, timezone.now(), step, state, schema_version), "output": json.dumps(output)}
         db = connections[DEFAULT_DB_ALIAS]
         if in_flight.overlapping_allowed(db):  # queued behind the last step's write, then both are read
-            _send_behind(db, _FINISH_WRITE, params, _fence_checked(lease))
+            _check_fence(lease, in_flight.rowcount(_send_behind(db, _FINISH_WRITE, params)))
         else:
             self._execute_fenced(_FINISH_SQL, params, lease)
         lease.seq += 1
@@ -252,9 +252,7 @@ class PostgresRunStore(RunStore):
         params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
         db = connections[DEFAULT_DB_ALIAS]
         if in_flight.overlapping_allowed(db):  # queued behind the previous step's write: one wait for both
-            read: list[tuple[Any, ...] | None] = []
-            _send_behind(db, _PREPARE_OPERATION, params, lambda result: read.append(in_flight.first_row(db, result)))
-            row = read[0]
+            row = in_flight.first_row(db, _send_behind(db, _PREPARE_OPERATION, params))
         else:
             _, row = run_statement(_PREPARE_OPERATION_SQL, params, "one")
         if row is None:  # the lease is lost, or another transaction inserted the row meanwhile
@@ -305,12 +303,12 @@ def _fence_checked(lease: Lease) -> Callable[[Any], None]:
     return lambda result: _check_fence(lease, in_flight.rowcount(result))
 
 
-def _send_behind(db: Any, statement: in_flight.PreparedWrite, params: dict[str, Any],
-                 on_result: Callable[[Any], None]) -> None:
-    """Queue the statement behind the write in flight, then read both (the earlier one's refusal first)."""
-    in_flight.send(db, statement, params, on_result, prepare=durable_settings.DURABLE_PREPARE_STATEMENTS,
-                   behind=True)
+def _send_behind(db: Any, statement: in_flight.PreparedWrite, params: dict[str, Any]) -> Any:
+    """Queue the statement behind the write in flight, read both (the earlier one's refusal raises
+    first), and return the statement's result."""
+    write = in_flight.send(db, statement, params, prepare=durable_settings.DURABLE_PREPARE_STATEMENTS, behind=True)
     in_flight.settle(db)
+    return write.result
 
 
 def _step_params(lease: Lease, now: datetime, step: str, state: dict[str, Any], schema_version: int) -> dict[str, Any]:
