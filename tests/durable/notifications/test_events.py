@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.services import expire_due, warn_expiring
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.engine.errors import LeaseLost
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.notifications import EventKind
