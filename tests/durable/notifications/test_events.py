@@ -23,7 +23,7 @@ from reconciliation.sweeper import reconcile_stale
 from tests.approvals.flow import waiting_claim
 from tests.durable.claims import needs_attention, start_claim
 from tests.durable.notifications.conftest import a_run
-from tests.durable.test_side_effects import crash
+from tests.durable.runtime.test_side_effects import crash
 
 pytestmark = pytest.mark.django_db
 
