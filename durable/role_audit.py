@@ -18,7 +18,8 @@ from django.db.models import Model
 from django.db.models.signals import m2m_changed
 from django.http import HttpRequest, HttpResponse
 
-from durable.services import audit
+from durable.audit import audit
+
 
 # The audit trail's actions for role changes, beside the actions on runs and operations.
 ROLE_ACTIONS = tuple(f"{verb}_{kind}" for verb in ("grant", "remove") for kind in ("role", "permission", "role_permission"))
@@ -54,7 +55,7 @@ def _permission_name(permission: Permission) -> str:
 
 def _record(action: str, detail: dict[str, str]) -> None:
     request = _request.get()
-    # services.audit keeps the actor's name as it was, or none for an anonymous caller or a shell.
+    # audit() keeps the actor's name as it was, or none for an anonymous caller or a shell.
     audit(user=getattr(request, "user", None), action=action, run=None, source=_source(request),
           status_before="", status_after="", detail=detail)
 

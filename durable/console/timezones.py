@@ -15,9 +15,9 @@ from django.contrib.auth.signals import user_logged_in
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from durable.errors import InvalidInput
 from durable.api.errors import is_api
 from durable.models import OperatorPreferences
-from durable.services import InvalidInput
 
 SESSION_KEY = "durable_time_zone"
 LABEL = "Time zone"
