@@ -2,7 +2,7 @@
 
 A role is allowed an endpoint when it holds every permission the endpoint needs; then the
 answer is anything but 403 (bodies here are often incomplete, so 400 is an allowed answer).
-Otherwise the answer is 403. Anonymous callers go to the login page, or get 401/403 from the API.
+Otherwise the answer is 403. Anonymous callers go to the login page, or get the API's 401 asking for a token.
 """
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_anonymous_callers_go_to_login_or_are_refused_by_the_api(objects):
     for method, path, _ in endpoints(*objects):
         response = call(client, method, path)
         if path.startswith("/api/"):
-            ok = response.status_code in (401, 403)
+            ok = (response.status_code, response.get("WWW-Authenticate")) == (401, "Token")
         else:
             ok = response.status_code == 302 and response["Location"].startswith("/accounts/login/")
         if not ok:

@@ -176,6 +176,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by collectstatic, served by WhiteNoise
+# The standalone project's own static files (its icon), as templates/ holds its template overrides; the apps
+# ship theirs in their packages. Both come with the checkout, never with the wheel: installed, there are none.
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 STATIC_ROOT.mkdir(exist_ok=True)
 
 LOGIN_URL = "durable:login"
