@@ -102,7 +102,7 @@ def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kw
 
 
 def check_side_effect_keys(workflows: Iterable[Workflow]) -> list[CheckMessage]:
-    """durable.E002/E003/E004, W005: every side effect has a stable business key and is declared."""
+    """durable.E002/E003/E004, W003/W005: every side effect has a stable business key and is declared."""
     return _per_step(workflows, "business keys", _side_effect_messages)
 
 
@@ -151,6 +151,18 @@ def _side_effect_messages(step: Step, source: StepSource, obj: str) -> list[Chec
                 hint="Build the key from the run's input or state. A value that must be generated is generated "
                      "once, in ctx.activity(...) or an earlier step, and kept in the state.",
                 obj=obj, id="durable.E003"))
+        elif call.suspects:
+            built = ", ".join(f"{s.call}() at line {s.line}" for s in call.suspects)
+            found.append(Warning(
+                f"The business key of the {where} may be built with {built}: on some path through the step "
+                "(a branch, a loop, a name given several values, a mutated list or dict, an attribute) a random "
+                "or time-based value can reach it, and a key that differs when the step runs again makes the "
+                "action happen twice.",
+                hint="Check the line named. If the value can reach the key, build the key from the run's input "
+                     "or state instead (a value that must be generated is generated once, in ctx.activity(...) or "
+                     "an earlier step, and kept in the state); if it cannot (one name reused for two values), "
+                     "give the random or time-based value a name of its own (docs/operations.md#launch-checklist).",
+                obj=obj, id="durable.W003"))
         if call.first is not None and call.first not in step.side_effects:
             declared = f"only {', '.join(map(repr, step.side_effects))}" if step.side_effects else "none"
             found.append(Error(
