@@ -24,7 +24,7 @@ from django.utils import timezone
 from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.selectors import DECIDE_PERMISSION, newer_ask
-from durable import dispatch
+from durable.runtime import dispatch
 from durable.conf import durable_settings
 from durable.engine.approvals import (
     ApprovalStatus,

@@ -248,7 +248,7 @@ def check_error_classification(downstreams: Iterable[Downstream]) -> list[CheckM
 def check_call_timeout(http_timeout: float, lease_seconds: float) -> list[CheckMessage]:
     """durable.E014: a call's timeout is well under the lease (at most half of it).
 
-    The heartbeat (durable.heartbeat) renews the lease while a call is in flight; if it cannot
+    The heartbeat (durable.runtime.heartbeat) renews the lease while a call is in flight; if it cannot
     (the database unreachable), the lease renewed as the call began must still outlast the call,
     or a second worker could take the run and send while the first request may be in flight.
     """
@@ -319,7 +319,7 @@ def check_versions_in_flight() -> list[CheckMessage]:
 def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
     """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
     from durable.engine.step_source import steps_that_ask
-    from durable.fault_points import FAULT_POINTS
+    from durable.runtime.fault_points import FAULT_POINTS
     from durable.models import DrillRecord
 
     newest: dict[str, Workflow] = {}

@@ -76,7 +76,7 @@ REFUSALS = Counter(
     "refused_attempt_total", "Attempts refused and written to the security log (durable.security): failed or "
     "throttled logins, forbidden actions, stale, late or self decisions, bad API tokens", ("kind", "source"))
 
-# The reconciler's decisions (reconciliation.reconciler) and an operator's resolutions.
+# The reconciler's decisions (durable.runtime.reconciler) and an operator's resolutions.
 OUTCOMES = frozenset({"retry_same_key", "found", "not_found", "unknown", "resolved_succeeded",
                       "resolved_did_not_happen"})
 START_RUN = "start_run"  # the idempotency_key_hit_total action of the API's start-run key

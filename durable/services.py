@@ -12,7 +12,8 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from durable import dispatch, metrics
+from durable import metrics
+from durable.runtime import dispatch
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import canonical_json, request_hash
 from durable.engine.json_values import UnstorableJSON, check_storable

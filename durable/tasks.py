@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from durable import dispatch, executor, sweeper
+from durable.runtime import dispatch, executor, sweeper
 from durable.notifications import tasks as notification_tasks  # noqa: F401  registers them with any Celery app
 
 

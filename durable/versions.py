@@ -10,7 +10,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from durable import dispatch
+from durable.runtime import dispatch
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, JournalEntry, Run

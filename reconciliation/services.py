@@ -8,7 +8,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from durable import dispatch, logs, metrics
+from durable import logs, metrics
+from durable.runtime import dispatch
 from durable.downstream import Downstream, get_downstream
 from durable.engine.errors import classify
 from durable.engine.ids import canonical_json, sha256_hex
@@ -16,7 +17,7 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.services import Conflict, InvalidInput, Unavailable, acting_user, audit
-from reconciliation.reconciler import Finding, look_up
+from durable.runtime.reconciler import Finding, look_up
 
 log = logging.getLogger("durable.reconciliation")
 

@@ -18,7 +18,7 @@ from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.scope import runs_in_scope
 from durable.signals import operator_event
-from reconciliation.reconciler import NOT_FOUND, RETRY_SAME_KEY, Finding, investigate
+from durable.runtime.reconciler import NOT_FOUND, RETRY_SAME_KEY, Finding, investigate
 
 log = logging.getLogger("durable.reconciliation")
 

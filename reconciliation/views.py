@@ -29,7 +29,7 @@ from durable.models import Run, SideEffect
 from durable.permissions import contents_required
 from durable.services import Conflict, InvalidInput, Unavailable
 from reconciliation.forms import QueuePage, ResolveForm
-from reconciliation.reconciler import NOT_FOUND, Finding
+from durable.runtime.reconciler import NOT_FOUND, Finding
 from reconciliation.selectors import (
     awaiting_reconciliation,
     operation_actions,

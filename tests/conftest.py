@@ -138,7 +138,7 @@ def _unconsumed_queue(request, settings):
 @pytest.fixture(scope="session", autouse=True)
 def _drop_unconsumed_queue():
     yield
-    from durable.dispatch import drop_queue
+    from durable.runtime.dispatch import drop_queue
 
     drop_queue(UNCONSUMED_QUEUE)
 
@@ -159,7 +159,7 @@ def _fast_password_hashing(settings):
 @pytest.fixture
 def sent(monkeypatch):
     """Run ids handed to the broker, captured instead of sent (the database stays real)."""
-    from durable import dispatch
+    from durable.runtime import dispatch
 
     ids = []
     monkeypatch.setattr(dispatch, "enqueue", lambda run_id, **kw: ids.append(run_id))

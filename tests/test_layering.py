@@ -68,7 +68,7 @@ def module_graph() -> dict[str, set[str]]:
             else:
                 continue
             for target in targets:
-                # `from durable import dispatch` names the module durable.dispatch, not the package's __init__
+                # `from durable import dispatch` names the module durable.runtime.dispatch, not the package's __init__
                 if target in files and target != name and not (target in APPS and f"{target}." in " ".join(targets)):
                     graph[name].add(target)
     return graph

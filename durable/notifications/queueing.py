@@ -5,7 +5,7 @@ from uuid import UUID
 
 from celery import current_app
 
-from durable.dispatch import queue
+from durable.runtime.dispatch import queue
 
 FAN_OUT = "durable.notifications.fan_out"
 DELIVER = "durable.notifications.deliver"

@@ -9,14 +9,14 @@ import os
 from celery import Celery
 from celery.signals import setup_logging, worker_ready
 
-from durable.worker import configure
+from durable.runtime.worker import configure
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "durable.project.settings")
 
 app = Celery("durable")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-configure(app)  # broker folders, and database connections kept between tasks (durable/worker.py)
+configure(app)  # broker folders, and database connections kept between tasks (durable/runtime/worker.py)
 
 
 @worker_ready.connect

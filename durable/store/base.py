@@ -52,7 +52,7 @@ class Lease:
         Renewing at every step would change an indexed column at every step, so no step's UPDATE
         could be heap-only. Skipping it is safe: the fencing token, not the expiry, guards every
         write, and half a lease is far longer than a step (a longer call keeps its lease alive
-        through durable.heartbeat).
+        through durable.runtime.heartbeat).
         """
         return self.extended(now) if self.seconds_left() < self.seconds / 2 else None
 
@@ -177,7 +177,7 @@ class RunStore:
         self._fenced(lease, now, lease_expires_at=lease.extended(now))
 
     def renew(self, lease: Lease) -> None:
-        """Extend the lease while a call is in flight (durable.heartbeat); LeaseLost if it no longer holds."""
+        """Extend the lease while a call is in flight (durable.runtime.heartbeat); LeaseLost if it no longer holds."""
         self.fence(lease)
 
     def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
@@ -215,7 +215,7 @@ class RunStore:
             self._progress(lease, now)
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY_REUSED, step, detail={"calls": calls})
 
-    # The side-effect ledger's writes (durable.ledger decides what they are).
+    # The side-effect ledger's writes (durable.runtime.ledger decides what they are).
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         """The operation's ledger row, inserted PENDING unless it exists: (row, created)."""

@@ -5,7 +5,7 @@ the worker's share of a step (the executor, the step's code, building the next w
 as long again. Sending the write and reading its result only when something depends on it lets
 the two overlap. Nothing leaves the process on an unconfirmed write:
 
-- the next store write, an activity's or a downstream's call (durable.heartbeat.lease_kept), and
+- the next store write, an activity's or a downstream's call (durable.runtime.heartbeat.lease_kept), and
   any other use of the connection (a Django query, a transaction) read the result first, and a
   write the fence refused raises LeaseLost there, before anything else is sent;
 - the write itself is fenced like every other (token, RUNNING, checkpoint seq): a worker that lost

@@ -8,7 +8,7 @@ class ToolsConfig(AppConfig):
     verbose_name = "durable's tools"
 
     def ready(self) -> None:
-        from durable import fault_points
+        from durable.runtime import fault_points
         from durable.tools import checks  # noqa: F401  registers the tools' checks
         from durable.tools.faults import crash_if_armed
 

@@ -20,7 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from durable import services
-from durable.dispatch import drop_queue
+from durable.runtime.dispatch import drop_queue
 from durable.downstream import get_downstream
 from durable.engine.ids import operation_id
 from durable.engine.ledger import Capabilities

@@ -1,6 +1,6 @@
 """Fault injection for drills: crash the worker process at a phase boundary, as a real crash would.
 
-The tools app adds `crash_if_armed` as a hook of the runtime's fault points (durable.fault_points).
+The tools app adds `crash_if_armed` as a hook of the runtime's fault points (durable.runtime.fault_points).
 
 Armed by `DURABLE_FAULT_POINTS` (comma-separated point names) and optionally narrowed by
 `DURABLE_FAULT_ACTIONS`. Each armed point fires once per operation: a marker file in
@@ -15,7 +15,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from durable.fault_points import (  # noqa: F401  the points, named here for the drill and its tests
+from durable.runtime.fault_points import (  # noqa: F401  the points, named here for the drill and its tests
     AFTER_COMMIT,
     AFTER_DOWNSTREAM,
     AFTER_PREPARE,

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect

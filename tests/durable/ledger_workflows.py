@@ -8,7 +8,8 @@ from typing import Any
 from django.utils import timezone
 from pydantic import BaseModel
 
-from durable import RetryPolicy, Workflow, register, side_effects
+from durable import RetryPolicy, Workflow, register
+from durable.runtime import side_effects
 from durable.downstream import Outcome, get_downstream, register_downstream
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
@@ -97,7 +98,7 @@ class SimulatedCrash(BaseException):
 def crash_at(monkeypatch: Any, point: str, action: str) -> None:
     """Make the worker 'die' once at `point` of operation `action` (as an armed fault point would).
 
-    durable.side_effects imports fault_point by name, so that is the name to replace.
+    durable.runtime.side_effects imports fault_point by name, so that is the name to replace.
     """
     real = side_effects.fault_point
     wanted, fired = action, []

@@ -10,7 +10,8 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from durable import executor, metrics, services
+from durable import metrics, services
+from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.exposition import DatabaseGauges
 from durable.models import Checkpoint, Run

@@ -6,7 +6,8 @@ import pytest
 from celery.signals import setup_logging
 from django.conf import settings
 
-from durable import executor, logs, services
+from durable import logs, services
+from durable.runtime import executor
 from durable.project.celery import _use_django_logging
 from durable.logs import FIELDS, JsonFormatter, RunContextFilter, TextFormatter
 from durable.models import SideEffect

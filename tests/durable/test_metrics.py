@@ -4,7 +4,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from durable import executor, metrics, services
+from durable import metrics, services
+from durable.runtime import executor
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_STARTED

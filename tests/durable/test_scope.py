@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.services import expire_due
-from durable import services, sweeper
+from durable import services
+from durable.runtime import sweeper
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect

@@ -5,7 +5,8 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from durable import executor, services, versions
+from durable import services, versions
+from durable.runtime import executor
 from durable.checks import unregistered_versions_in_flight
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, JournalEntry, Run

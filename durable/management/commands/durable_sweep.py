@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from durable.conf import durable_settings
-from durable import sweeper
+from durable.runtime import sweeper
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from durable.executor import advance
+from durable.runtime.executor import advance
 from durable.tools.bench.cpu import CpuMeter
 from durable.store import RunStore, store
 

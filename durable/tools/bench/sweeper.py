@@ -1,5 +1,5 @@
 """The sweeper on a big database: seed runs as the console benchmark does, then time the query
-that finds runs to re-send (durable.sweeper.due_runs), which every beat runs."""
+that finds runs to re-send (durable.runtime.sweeper.due_runs), which every beat runs."""
 from __future__ import annotations
 
 import statistics
@@ -7,7 +7,7 @@ import time
 
 from django.db import connection
 
-from durable import sweeper
+from durable.runtime import sweeper
 from durable.tools.bench import console
 
 

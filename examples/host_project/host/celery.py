@@ -3,11 +3,11 @@ import os
 
 from celery import Celery
 
-from durable.worker import configure
+from durable.runtime.worker import configure
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "host.settings")
 
 app = Celery("host")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-configure(app)  # what a Celery app running durable's tasks needs (durable/worker.py)
+configure(app)  # what a Celery app running durable's tasks needs (durable/runtime/worker.py)

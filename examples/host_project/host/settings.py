@@ -102,7 +102,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem") else {})
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("SHOP_QUEUE", "shop")  # durable sends runs here (DURABLE_QUEUE unset)
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_DB_REUSE_MAX = 1000  # keep a worker's connection between runs (durable.worker.configure closes stale ones)
+CELERY_DB_REUSE_MAX = 1000  # keep a worker's connection between runs (durable.runtime.worker.configure closes stale ones)
 CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-run leaves the message for another
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

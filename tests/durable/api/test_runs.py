@@ -5,7 +5,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS

@@ -18,7 +18,8 @@ from django.utils import timezone
 from django.utils.html import strip_tags
 
 from approvals.models import ApprovalRequest
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.console.timeline import Entry, EntryKind, with_gaps
 from durable.engine.states import RunStatus
 from durable.labels import LabelledForm, label_for

@@ -6,7 +6,8 @@ from django.contrib.staticfiles import finders
 from django.urls import reverse
 from django.utils.html import strip_tags
 
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.permissions import CONTENTS_PERMISSIONS
 from tests.approvals.flow import decide, waiting_claim

@@ -1,7 +1,8 @@
 """The run timeline selector: every recorded event of a run, merged in time order, in product words."""
 import pytest
 
-from durable import executor, services, versions
+from durable import services, versions
+from durable.runtime import executor
 from durable.console.timeline import EntryKind, run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run

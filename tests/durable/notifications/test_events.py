@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.services import expire_due, warn_expiring
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.engine.errors import LeaseLost
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.notifications import EventKind
@@ -22,7 +23,7 @@ from reconciliation.sweeper import reconcile_stale
 from tests.approvals.flow import waiting_claim
 from tests.durable.claims import needs_attention, start_claim
 from tests.durable.notifications.conftest import a_run
-from tests.durable.test_side_effects import crash
+from tests.durable.runtime.test_side_effects import crash
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from durable import services
 from durable.engine.notifications import EventKind
 from durable.models import DeliveryAttempt, NotificationDelivery, NotificationEvent
 from durable.roles import ADMIN
-from durable.sweeper import sweep_all
+from durable.runtime.sweeper import sweep_all
 from durable.tools.processes import WorkerProcess
 from tests.durable.notifications.conftest import SECRET, subscriber
 from tests.waiting import wait_for

@@ -20,7 +20,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from durable.conf import durable_settings
-from durable import dispatch, services
+from durable import services
+from durable.runtime import dispatch
 from durable.tools.bench import compare
 from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
 from durable.tools.bench.measure import BenchResult, measure, run_table_updates, step_intervals_ms

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from durable import OnActiveBusinessKey, Workflow, register, services
 from durable.engine.errors import LeaseLost
-from durable.executor import advance
+from durable.runtime.executor import advance
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.store import in_flight, store
 

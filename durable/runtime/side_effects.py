@@ -4,18 +4,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from durable import ledger, logs, metrics
+from durable import logs, metrics
+from durable.runtime import ledger
 from durable.downstream import Downstream, classify_error
 from durable.engine.errors import LeaseLost, NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, after_failed_call, on_reentry
-from durable.fault_points import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
-from durable.heartbeat import lease_kept
+from durable.runtime.fault_points import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
+from durable.runtime.heartbeat import lease_kept
 from durable.models import SideEffect
 from durable.store import Lease, RunStore
-from reconciliation.reconciler import reconcile_started
+from durable.runtime.reconciler import reconcile_started
 
-log = logging.getLogger("durable.side_effects")
+log = logging.getLogger("durable.side_effects")  # the name operators filter on, kept across the move to runtime/
 
 
 def perform(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,

@@ -6,7 +6,8 @@ from collections import Counter
 import pytest
 from rest_framework.test import APIClient
 
-from durable import dispatch, services
+from durable import services
+from durable.runtime import dispatch
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
 from durable.tools.processes import WorkerProcess

@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.tools.bench.commits import count_commits
 from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus

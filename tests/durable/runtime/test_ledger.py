@@ -5,7 +5,8 @@ import httpx
 import pytest
 from django.db import connection
 
-from durable import NonRetryableError, executor, ledger, services
+from durable import NonRetryableError, services
+from durable.runtime import executor, ledger
 from durable.downstream import REPAIRED, Outcome
 from durable.engine.errors import LeaseLost, OperationConflict
 from durable.engine.ids import canonical_json, request_hash, sha256_hex

@@ -6,7 +6,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from durable import services, sweeper
+from durable import services
+from durable.runtime import sweeper
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run
 

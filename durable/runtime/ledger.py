@@ -18,7 +18,7 @@ from durable.models import JournalEntry, SideEffect
 from durable.signals import operator_event
 from durable.store import Lease, RunStore
 
-log = logging.getLogger("durable.ledger")
+log = logging.getLogger("durable.ledger")  # the name operators filter on, kept across the move to runtime/
 
 
 class StaleOperation(RetryableError):

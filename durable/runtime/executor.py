@@ -12,8 +12,9 @@ from uuid import UUID
 from pydantic import BaseModel, ValidationError
 
 from durable.conf import durable_settings
-from durable import logs, metrics, side_effects
-from durable.context import StepContext
+from durable import logs, metrics
+from durable.runtime import side_effects
+from durable.runtime.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify,
                                    refuse_unstorable)
@@ -24,7 +25,7 @@ from durable.registry import UnknownWorkflow, registry
 from durable.store import Lease, RunStore, store
 from durable.workflow import Workflow
 
-log = logging.getLogger("durable.executor")
+log = logging.getLogger("durable.executor")  # the name operators filter on, kept across the move to runtime/
 
 
 def worker_id() -> str:

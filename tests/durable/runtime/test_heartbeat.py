@@ -12,15 +12,16 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from durable import dispatch, services
+from durable import services
+from durable.runtime import dispatch
 from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
-from durable.heartbeat import Heartbeat, lease_kept
+from durable.runtime.heartbeat import Heartbeat, lease_kept
 from durable.models import JournalEntry, Run
 from durable.tools.processes import WorkerProcess
 from durable.tools.sandbox import SandboxServer
 from durable.store import store
-from durable.sweeper import sweep
+from durable.runtime.sweeper import sweep
 from tests.waiting import status_of, wait_for
 
 # -- the heartbeat, in this process ---------------------------------------------------
@@ -72,7 +73,7 @@ def test_the_heartbeat_reports_a_lease_another_worker_took_and_stops_renewing(cl
 @pytest.mark.django_db(transaction=True)
 def test_a_call_whose_lease_is_taken_meanwhile_ends_in_lease_lost_and_its_outcome_is_abandoned(claimed, monkeypatch):
     db, lease, run = claimed
-    monkeypatch.setattr("durable.heartbeat.BEATS_PER_LEASE", 6000)  # a beat every 10 ms of the 60 s lease
+    monkeypatch.setattr("durable.runtime.heartbeat.BEATS_PER_LEASE", 6000)  # a beat every 10 ms of the 60 s lease
     with pytest.raises(LeaseLost, match="taken while a call was in flight"):
         with lease_kept(db, lease) as beat:  # the call: meanwhile another worker takes the run
             take_over(run)

@@ -14,7 +14,7 @@ from durable import services
 from durable.engine.errors import LeaseLost
 from durable.models import Checkpoint, JournalEntry, Run
 from durable.store import store
-from tests.durable.test_store import statements_of
+from tests.durable.store.test_store import statements_of
 
 LEASE = 60.0
 

@@ -30,7 +30,7 @@ def pending_run() -> Run:
 
 
 def next_task() -> None:
-    """What the worker does between two tasks (durable.worker): Django's per-request connection care."""
+    """What the worker does between two tasks (durable.runtime.worker): Django's per-request connection care."""
     close_old_connections()
 
 

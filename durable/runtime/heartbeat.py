@@ -32,7 +32,7 @@ from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
 from durable.store import Lease, RunStore
 
-log = logging.getLogger("durable.heartbeat")
+log = logging.getLogger("durable.heartbeat")  # the name operators filter on, kept across the move to runtime/
 
 BEATS_PER_LEASE = 3  # a renewal may fail twice and the lease still holds until the third
 MARGIN_SECONDS = 1.0  # kept beyond a call's timeout: a slow commit, the sweeper's clock

@@ -9,7 +9,8 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from durable import executor, services, sweeper, tasks
+from durable import services, tasks
+from durable.runtime import executor, sweeper
 from durable.downstream import REPAIRED, Outcome
 from durable.tools.demo.downstreams import NotificationsAdapter, TicketsAdapter
 from durable.engine.ledger import Capabilities
@@ -380,7 +381,7 @@ def test_a_failed_lookup_does_not_stop_the_periodic_sweep_from_resending_runs(de
 def test_retries_exhausted_on_an_ambiguous_refund_leave_it_unknown_never_failed(sandbox, settings):
     # payments drops the connection after refunding, every time: the run gives up, but the
     # refund may have happened (it did, once), so the operation must be UNKNOWN, not failed.
-    from durable import executor
+    from durable.runtime import executor
     from durable.models import Run
 
     sandbox.state.arm_fault("payments", "drop_after_success", 10)

@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from durable.conf import durable_settings
-from durable import dispatch
+from durable.runtime import dispatch
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
 from durable.models import Run

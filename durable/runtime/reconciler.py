@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from durable import ledger, metrics
+from durable import metrics
+from durable.runtime import ledger
 from durable.downstream import Downstream, Outcome
 from durable.engine.ledger import Reconciliation, reconciliation_for
-from durable.heartbeat import lease_kept
+from durable.runtime.heartbeat import lease_kept
 from durable.models import JournalEntry, SideEffect
 from durable.store import Lease, RunStore
 

@@ -21,7 +21,7 @@ from durable.tools.sandbox import FAULT_MODES, SandboxServer
 
 HANG_SECONDS = 1.0
 CLIENT_TIMEOUT = 0.3
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 SANDBOX_DIR = REPO_ROOT / "durable" / "sandbox"
 
 

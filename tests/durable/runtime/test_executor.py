@@ -4,7 +4,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from durable import executor, services
+from durable import services
+from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from tests.durable import workflows

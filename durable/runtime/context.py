@@ -10,12 +10,13 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from durable import metrics, side_effects
+from durable import metrics
+from durable.runtime import side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError, refuse_unstorable
 from durable.engine.replay import ReplayCursor
-from durable.heartbeat import lease_kept
+from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.activity")
