@@ -6,9 +6,7 @@ from typing import Any
 import httpx
 
 from durable.conf import durable_settings
-from durable.downstream import Outcome, register_downstream
-from durable.engine.errors import Classification, NonRetryableError, classify
-from durable.engine.ledger import Capabilities
+from durable import Capabilities, Classification, NonRetryableError, Outcome, classify, register_downstream
 
 
 # httpx never retries requests by itself, and its transport retries only failed connects; 0
