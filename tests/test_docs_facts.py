@@ -1,0 +1,110 @@
+"""Facts the README and docs/ repeat are held to the one place that decides them.
+
+- A `DURABLE_*` setting's default is durable/conf.py's. Wherever a page quotes one ("`DURABLE_X` (5 s)",
+  "(default 90)", "(500 by default)", "(`DURABLE_X`, 24)", a table row "| `DURABLE_X` | `3600` |"), it must be
+  that default. Tables of the standalone project's environment (first column "Variable") are left out: there
+  the standalone project's own values are given (its DURABLE_QUEUE is `durable`), and they say so.
+- The operation id's formula is durable/engine/ids.py's OPERATION_ID_FORMULA, which operation_id() computes.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+
+import pytest
+
+from durable.conf import SETTINGS
+from durable.engine.ids import OPERATION_ID_FORMULA, operation_id
+from tests.pages import PAGES, ROOT
+
+NAME = r"`(DURABLE_[A-Z0-9_]+)`"
+QUOTES = [
+    re.compile(NAME + r"(?: [a-z]+)?,? \(([^()]*)\)"),  # `X` (5 s), `X` days (default 90)
+    re.compile(r"\(" + NAME + r",\s*([^()]*)\)"),  # (`X`, 24)
+    re.compile(NAME + r"[^.(\n]{0,30}?\(([^()]*by default[^()]*)\)"),  # `X` runs (500 by default)
+    re.compile(r"^\|\s*" + NAME + r"\s*\|\s*`([^`]*)`\s*\|", re.M),  # | `X` | `3600` | (the settings' tables)
+]
+UNITS = {"s": 1, "min": 60, "h": 3600}
+VALUE = re.compile(r"(-?\d+(?:\.\d+)?)(?: ?(s|min|h|days?))?|on|off|''|\[\]|None|True|False|'[^']*'")
+ENVIRONMENT_TABLE = re.compile(r"^\| *[Vv]ariable *\|.*?(?=\n\n|\Z)", re.S | re.M)
+
+
+def quoted_value(text: str) -> str | None:
+    """The value a parenthesis or table cell gives, or None when it gives none (a reference, a remark)."""
+    says_default = "default" in text
+    if "by default" in text:
+        text = text.split("by default")[0]
+    elif says_default:
+        text = text.split("default", 1)[1]
+    text = re.split(r"[,;]", text)[0].strip(" :")
+    if re.fullmatch(r"`[^`]+`", text):
+        text = text.strip("`")
+        if says_default and not VALUE.fullmatch(text):
+            return repr(text)  # "default `var/metrics`": a value given as text
+    return text if VALUE.fullmatch(text) else None
+
+
+def parsed(value: str, name: str) -> object:
+    """The quoted value as Python, in the setting's own unit (seconds for *_SECONDS)."""
+    literal = {"on": True, "off": False, "''": "", "[]": [], "None": None, "True": True, "False": False}
+    if value in literal:
+        return literal[value]
+    if value.startswith("'"):
+        return value.strip("'")
+    number, unit = VALUE.fullmatch(value).group(1, 2)  # type: ignore[union-attr]
+    return float(number) * (UNITS.get(unit, 1) if name.endswith("_SECONDS") else 1)
+
+
+def quoted_defaults() -> list[tuple[str, str, str]]:
+    """(where, setting, value) for every default of a durable setting a page quotes."""
+    found = set()
+    for page in PAGES:
+        text = ENVIRONMENT_TABLE.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text())
+        for pattern in QUOTES:
+            for match in pattern.finditer(text):
+                name, value = match.group(1), quoted_value(match.group(2))
+                if name in SETTINGS and value is not None:
+                    line = text.count("\n", 0, match.start()) + 1
+                    found.add((f"{page.relative_to(ROOT)}:{line}", name, value))
+    return sorted(found)
+
+
+DEFAULTS = quoted_defaults()
+
+
+def test_the_pages_quote_defaults_outside_the_generated_table():
+    assert len({where.split(":")[0] for where, _, _ in DEFAULTS} - {"docs/configuration.md"}) >= 4
+
+
+@pytest.mark.parametrize("where, name, value", DEFAULTS)
+def test_every_quoted_default_is_the_one_in_durable_conf(where, name, value):
+    default = SETTINGS[name].default
+    shown = parsed(value, name)
+    assert shown == default or (isinstance(default, float) and shown == float(default)), (
+        f"{where}: {name}'s default is quoted as {value!r}; durable/conf.py says {default!r}")
+
+
+FORMULA = re.compile(r'sha256\("([a-z_:]+)"\)\[:(\d+)\]')
+
+
+def test_operation_id_computes_the_formula_it_is_documented_by():
+    fields, length = FORMULA.fullmatch(OPERATION_ID_FORMULA).groups()  # type: ignore[union-attr]
+    assert fields.split(":") == list(inspect.signature(operation_id).parameters)
+    values = {"run_id": "0b4c-run", "action": "refund", "business_key": "ORD-1"}
+    expected = hashlib.sha256(":".join(values[f] for f in fields.split(":")).encode()).hexdigest()[:int(length)]
+    assert operation_id(**values) == expected
+
+
+def sources() -> list:
+    return [*PAGES, *sorted((ROOT / "durable").rglob("*.py"))]
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_page_and_docstring_quotes_the_operation_id_formula_as_it_is(path):
+    for match in FORMULA.finditer(path.read_text()):
+        assert match.group(0) == OPERATION_ID_FORMULA, f"{path.relative_to(ROOT)} writes {match.group(0)}"
+
+
+def test_the_readme_quotes_the_formula():
+    assert OPERATION_ID_FORMULA in (ROOT / "README.md").read_text()
