@@ -108,3 +108,48 @@ def test_every_page_and_docstring_quotes_the_operation_id_formula_as_it_is(path)
 
 def test_the_readme_quotes_the_formula():
     assert OPERATION_ID_FORMULA in (ROOT / "README.md").read_text()
+
+
+# -- every launch warning says where the docs explain what to do ----------------------
+
+DOCS_REFERENCE = re.compile(r"docs/([a-z0-9-]+\.md)(?:#([a-z0-9-]+))?")
+CHECK_MODULES = ["durable/checks.py", "approvals/checks.py", "durable/notifications/checks.py"]
+
+
+def anchors(page: str) -> set[str]:
+    """The anchors GitHub gives the page's headings."""
+    headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), re.M)
+    return {re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def warnings_and_their_references() -> list[tuple[str, list[tuple[str, str]]]]:
+    """(check id, the docs pages and anchors named in the function that builds it) for every Warning."""
+    import ast
+
+    found = []
+    for module in CHECK_MODULES:
+        tree = ast.parse((ROOT / module).read_text())
+        for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            texts = " ".join(n.value for n in ast.walk(function)
+                             if isinstance(n, ast.Constant) and isinstance(n.value, str))
+            for call in ast.walk(function):
+                if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Warning":
+                    [check_id] = [kw.value.value for kw in call.keywords if kw.arg == "id"]  # type: ignore[attr-defined]
+                    found.append((check_id, DOCS_REFERENCE.findall(texts)))
+    return found
+
+
+WARNINGS = warnings_and_their_references()
+
+
+def test_the_check_modules_build_warnings():
+    assert {"durable.W001", "durable.W003", "durable.W010", "durable.W011"} <= {check for check, _ in WARNINGS}
+
+
+@pytest.mark.parametrize("check, references", WARNINGS, ids=[check for check, _ in WARNINGS])
+def test_every_warning_points_at_a_docs_section_that_names_it(check, references):
+    assert references, f"{check}'s hint names no docs page"
+    for page, anchor in references:
+        assert (ROOT / "docs" / page).exists(), f"{check} points at docs/{page}, which does not exist"
+        assert not anchor or anchor in anchors(page), f"{check} points at docs/{page}#{anchor}: no such heading"
+        assert check in (ROOT / "docs" / page).read_text(), f"docs/{page} does not say what to do about {check}"

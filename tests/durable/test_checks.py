@@ -382,3 +382,12 @@ def test_check_deploy_runs_the_launch_checks_too(shipped, monkeypatch):
     assert {"durable.E007", "durable.W011"} <= set(ids(messages))
     assert {"durable.E007", "durable.W011"} <= set(ids(django_checks.run_checks(tags=[checks.DURABLE],
                                                                                 databases=["default"])))
+
+
+@pytest.mark.django_db
+def test_a_host_project_without_the_tools_app_is_never_asked_for_a_drill_it_cannot_run(shipped):
+    from django.test import modify_settings
+
+    assert ids(checks.newest_versions_drilled(databases=["default"])) == ["durable.W011"]
+    with modify_settings(INSTALLED_APPS={"remove": ["durable.tools"]}):
+        assert checks.newest_versions_drilled(databases=["default"]) == []
