@@ -8,6 +8,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from durable.audit import acting_user, audit
+from durable.errors import Conflict, InvalidInput, Unavailable
 from durable import logs, metrics
 from durable.runtime import dispatch
 from durable.downstream import Downstream, get_downstream
@@ -16,7 +18,6 @@ from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
-from durable.services import Conflict, InvalidInput, Unavailable, acting_user, audit
 from durable.runtime.reconciler import Finding, look_up
 
 log = logging.getLogger("durable.reconciliation")

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
+from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.conf import durable_settings
 from durable.console import live
 from durable.console.paging import page_marker
@@ -27,7 +28,6 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import contents_required
-from durable.services import Conflict, InvalidInput, Unavailable
 from reconciliation.forms import QueuePage, ResolveForm
 from durable.runtime.reconciler import NOT_FOUND, Finding
 from reconciliation.selectors import (

@@ -108,7 +108,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_two_modules_import_each_other_even_through_others():
     graph = module_graph()
-    assert "durable.services" in graph["approvals.services"]  # the graph sees imports
+    assert "durable.audit" in graph["approvals.services"]  # the graph sees imports
     assert cycles(graph) == []
 
 

@@ -22,6 +22,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
+from durable.errors import Conflict, InvalidInput
 from durable.conf import durable_settings
 from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
@@ -40,7 +41,6 @@ from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
 from durable.permissions import can_see_contents, contents_required
-from durable.services import Conflict, InvalidInput
 
 VIEW = "durable.view_run"
 PAGE = 50
