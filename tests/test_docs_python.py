@@ -1,8 +1,9 @@
 """The Python the README and docs/ show: it parses, and every name it imports from durable is public.
 
 A workflow module imports what it writes against from `durable` itself (durable/__init__.py's `__all__`);
-only a host project's wiring (its URLs, its Celery app, a setting read) names a module of durable's. A
-page that imports a name from anywhere else teaches an internal path that the next layout change breaks.
+only a host project's wiring (its URLs, its Celery app, a setting read) and its calls into the services
+(start a run, decide an approval) name a module of the apps. A page that imports a name from anywhere else
+teaches an internal path that the next layout change breaks.
 """
 from __future__ import annotations
 
@@ -15,11 +16,16 @@ import durable
 from tests.pages import Block, python_blocks
 
 APPS = ("durable", "approvals", "reconciliation")
-# The modules a host project's own wiring imports from, and what it takes from each (docs/embedding.md).
+# The modules a host project's own wiring and code import from, and what they take from each (docs/embedding.md):
+# its URLs and Celery app, a setting read with its default, and the services its own code calls (as the
+# console and the API do) to start a run or decide an approval.
 HOST_WIRING = {
     "durable.exposition": {"metrics_page"},  # its urls.py: /metrics
     "durable.runtime.worker": {"configure"},  # its Celery app
     "durable.conf": {"durable_settings"},  # a DURABLE_* setting read with its default
+    "durable.services": {"start_run"},
+    "approvals.services": {"decide"},
+    "approvals.models": {"ApprovalRequest"},
 }
 
 
