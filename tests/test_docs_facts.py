@@ -153,3 +153,15 @@ def test_every_warning_points_at_a_docs_section_that_names_it(check, references)
         assert (ROOT / "docs" / page).exists(), f"{check} points at docs/{page}, which does not exist"
         assert not anchor or anchor in anchors(page), f"{check} points at docs/{page}#{anchor}: no such heading"
         assert check in (ROOT / "docs" / page).read_text(), f"docs/{page} does not say what to do about {check}"
+
+
+CHECK_ID = re.compile(r"durable\.[EWI]\d{3}")
+
+
+def test_the_docs_name_every_check_the_apps_raise_and_no_other():
+    production = [path for app in ("durable", "approvals", "reconciliation") for path in (ROOT / app).rglob("*.py")
+                  if "tools" not in path.relative_to(ROOT).parts]
+    raised = {match for path in production for match in re.findall(r'id="(durable\.[EWI]\d{3})"', path.read_text())}
+    documented = {match for page in PAGES for match in CHECK_ID.findall(page.read_text())}
+    assert raised and raised == documented, (f"raised, never documented: {sorted(raised - documented)}; "
+                                             f"documented, never raised: {sorted(documented - raised)}")
