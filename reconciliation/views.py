@@ -29,7 +29,8 @@ from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import contents_required
 from reconciliation.forms import QueuePage, ResolveForm
-from durable.runtime.reconciler import NOT_FOUND, Finding
+from durable.engine.ledger import Reconciliation as Decision
+from durable.runtime.reconciler import Finding
 from reconciliation.selectors import (
     awaiting_reconciliation,
     operation_actions,
@@ -142,7 +143,7 @@ def _what_now(row: SideEffect) -> str:
 
 def _suggested(row: SideEffect, finding: Finding) -> ResolveForm | None:
     """A lookup's answer fills in the resolution form; the operator still checks it and decides."""
-    if row.status != Op.UNKNOWN or (finding.found is None and finding.decision != NOT_FOUND):
+    if row.status != Op.UNKNOWN or (finding.found is None and finding.decision is not Decision.NOT_FOUND):
         return None
     reason = f"asked {row.downstream} on {timezone.now():%Y-%m-%d %H:%M:%S %Z}: {finding.evidence}"
     if finding.found is None:
