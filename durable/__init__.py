@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 # Each public name and the module that owns it: what a workflow module imports to declare its workflows
 # (Workflow, register, RetryPolicy, Migration), its approvals (Revalidation), its downstream adapters
-# (register_downstream, Downstream, Capabilities, Outcome, Classification, classify) and its errors.
+# (register_downstream, Downstream, Capabilities, DownstreamOutcome, Classification, classify) and its errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
     "Capabilities": "durable.engine.ledger",
     "Classification": "durable.engine.errors",
     "Downstream": "durable.downstream",
+    "DownstreamOutcome": "durable.downstream",
     "Migration": "durable.workflow",
     "NonRetryableError": "durable.engine.errors",
     "OnActiveBusinessKey": "durable.engine.active_runs",
-    "Outcome": "durable.downstream",
     "ReplayContractViolation": "durable.engine.errors",
     "RetryableError": "durable.engine.errors",
     "RetryPolicy": "durable.engine.retry",
@@ -37,7 +37,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
-    from durable.downstream import Downstream, Outcome, register_downstream
+    from durable.downstream import Downstream, DownstreamOutcome, register_downstream
     from durable.engine.active_runs import OnActiveBusinessKey
     from durable.engine.approvals import Revalidation
     from durable.engine.errors import (ActivityError, Classification, NonRetryableError, ReplayContractViolation,

@@ -19,16 +19,16 @@ from durable.runtime.reconciler import reconcile_started
 log = logging.getLogger("durable.side_effects")  # the name operators filter on, kept across the move to runtime/
 
 
-def perform(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
+def perform(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
             payload: dict[str, Any]) -> dict[str, Any]:
     """Make the external action happen once, returning its recorded result."""
-    row = ledger.prepare(db, lease, step=step, action=action, business_key=business_key,
+    row = ledger.prepare(store, lease, step=step, action=action, business_key=business_key,
                          downstream=downstream.name, payload=payload)
     with logs.bound(operation_id=row.operation_id):
-        return _enter(db, lease, row, downstream)
+        return _enter(store, lease, row, downstream)
 
 
-def _enter(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
+def _enter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
     """Act on the operation's ledger row as its status says (invariant 3)."""
     action = row.action_name
     fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
@@ -38,7 +38,7 @@ def _enter(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) 
                  row.external_ref)
         return _result(row.result_json, row.external_ref)
     if reentry is Reentry.RETURN_RECORDED:
-        ledger.count_prevented_duplicate(db, lease, row)
+        ledger.count_prevented_duplicate(store, lease, row)
         metrics.duplicate_prevented(action)
         log.info("%s already succeeded (%s): duplicate prevented, nothing sent", action, row.external_ref)
         return _result(row.result_json, row.external_ref)
@@ -48,13 +48,13 @@ def _enter(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) 
     if reentry is Reentry.NEEDS_ATTENTION:
         raise _needs_attention(row)
     if reentry is Reentry.RECONCILE:
-        settled = reconcile_started(db, lease, row, downstream)
+        settled = reconcile_started(store, lease, row, downstream)
         if settled.unknown:
             raise _needs_attention(row)
         if settled.outcome is not None:
             return _result(settled.outcome.result, settled.outcome.external_ref)
-        return _execute(db, lease, row, downstream, may_have_happened=settled.may_have_happened)
-    return _execute(db, lease, row, downstream)
+        return _execute(store, lease, row, downstream, may_have_happened=settled.may_have_happened)
+    return _execute(store, lease, row, downstream)
 
 
 def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
@@ -63,31 +63,31 @@ def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
     return {**(result or {}), "external_ref": external_ref}
 
 
-def _execute(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, *,
+def _execute(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, *,
              may_have_happened: bool = False) -> dict[str, Any]:
     sent_before = row.attempts > 0
-    ledger.mark_started(db, lease, row)
+    ledger.mark_started(store, lease, row)
     if sent_before and downstream.capabilities.honours_idempotency_keys:
         metrics.idempotency_key_hit(row.action_name)
         log.info("%s sent to %s again with the same Idempotency-Key (attempt %d)", row.action_name,
                  downstream.name, row.attempts)
     fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
     try:
-        with lease_kept(db, lease):  # no second worker sends while this request may be in flight
+        with lease_kept(store, lease):  # no second worker sends while this request may be in flight
             outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
     except LeaseLost:
         raise  # the run is another worker's now: it settles the STARTED row, this one writes nothing
     except Exception as exc:
-        _settle_failure(db, lease, row, downstream, exc, may_have_happened=may_have_happened)
+        _settle_failure(store, lease, row, downstream, exc, may_have_happened=may_have_happened)
         raise
     fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
-    ledger.commit_success(db, lease, row, outcome)
+    ledger.commit_success(store, lease, row, outcome)
     log.info("%s succeeded on %s: %s", row.action_name, downstream.name, outcome.external_ref)
     fault_point(AFTER_COMMIT, operation_id=row.operation_id, action=row.action_name)
     return _result(outcome.result, outcome.external_ref)
 
 
-def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception, *,
+def _settle_failure(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception, *,
                     may_have_happened: bool) -> None:
     """Record what a failed call means. Raises instead of returning where the error changes.
 
@@ -99,7 +99,7 @@ def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Dow
     status = after_failed_call(answered=not ambiguous, retryable=verdict.retryable,
                                may_have_happened=may_have_happened, capabilities=downstream.capabilities)
     if status in (Op.FAILED_RETRYABLE, Op.FAILED_FINAL):
-        ledger.mark_failed(db, lease, row, retryable=verdict.retryable, error=verdict.as_json())
+        ledger.mark_failed(store, lease, row, retryable=verdict.retryable, error=verdict.as_json())
         # The step's retry policy must read the error as the adapter did, not by durable's HTTP rules.
         error_type = RetryableError if verdict.retryable else NonRetryableError
         extra = {"retry_after": verdict.retry_after} if verdict.retryable else {}
@@ -110,7 +110,7 @@ def _settle_failure(db: RunStore, lease: Lease, row: SideEffect, downstream: Dow
         raise RetryableError(f"{row.action_name} on {downstream.name} may have happened ({verdict.message}); "
                              "it will be reconciled before anything is sent again",
                              kind="ambiguous" if ambiguous else verdict.kind) from exc
-    ledger.mark_unknown(db, lease, row, evidence=f"{verdict.kind} after the request was sent: {verdict.message}; "
+    ledger.mark_unknown(store, lease, row, evidence=f"{verdict.kind} after the request was sent: {verdict.message}; "
                                                  f"{downstream.name} has no idempotency keys and no lookup")
     raise _needs_attention(row) from exc
 
@@ -120,7 +120,7 @@ def _needs_attention(row: SideEffect) -> NeedsAttention:
                           "an operator must say whether it happened", operation_id=row.operation_id)
 
 
-def mark_unsettled_unknown(db: RunStore, lease: Lease, reason: str) -> list[str]:
+def mark_unsettled_unknown(store: RunStore, lease: Lease, reason: str) -> list[str]:
     """A run about to fail must not leave a possibly-performed operation looking failed.
 
     Operations still STARTED (the last answer was ambiguous) become UNKNOWN instead, so the
@@ -128,6 +128,6 @@ def mark_unsettled_unknown(db: RunStore, lease: Lease, reason: str) -> list[str]
     """
     marked = []
     for row in SideEffect.objects.filter(run_id=lease.run_id, status=Op.STARTED):
-        ledger.mark_unknown(db, lease, row, evidence=f"{reason}; the last attempt's outcome is not known")
+        ledger.mark_unknown(store, lease, row, evidence=f"{reason}; the last attempt's outcome is not known")
         marked.append(row.operation_id)
     return marked

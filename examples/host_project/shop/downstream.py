@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from durable import Capabilities, Classification, NonRetryableError, Outcome, classify, register_downstream
+from durable import Capabilities, Classification, DownstreamOutcome, NonRetryableError, classify, register_downstream
 
 CLIENT_RETRIES = 0  # durable owns retries; the client never repeats a request by itself
 
@@ -49,11 +49,11 @@ class Refunds(ShopAdapter):
     name = "shop-refunds"
     capabilities = Capabilities(honours_idempotency_keys=True, can_lookup=False)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         refund = _post("/refunds", operation_id, payload)
-        return Outcome(refund["refund_id"], refund)
+        return DownstreamOutcome(refund["refund_id"], refund)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("refunds are settled by re-sending the same Idempotency-Key")
 
 
@@ -61,11 +61,11 @@ class Notices(ShopAdapter):
     name = "shop-notices"
     capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False, unknown_on_crash=True)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         notice = _post("/notices", operation_id, {**payload, "order_id": business_key})
-        return Outcome(notice["notice_id"], notice)
+        return DownstreamOutcome(notice["notice_id"], notice)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("notices cannot be looked up")
 
 

@@ -7,7 +7,7 @@ from django.db import connection
 
 from durable import NonRetryableError, services
 from durable.runtime import executor, ledger
-from durable.downstream import REPAIRED, Outcome
+from durable.downstream import REPAIRED, DownstreamOutcome
 from durable.engine.errors import LeaseLost, OperationConflict
 from durable.engine.ids import canonical_json, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
@@ -295,7 +295,7 @@ def test_a_connection_refused_never_reached_the_downstream_and_is_failed_retryab
 
 @pytest.mark.django_db(transaction=True)  # on Postgres the step's write goes in flight, as in production
 def test_a_downstream_answer_the_database_cannot_store_is_recorded_as_a_storable_copy_and_the_run_goes_on():
-    probe.on_execute = lambda operation_id, business_key, payload: Outcome(
+    probe.on_execute = lambda operation_id, business_key, payload: DownstreamOutcome(
         "ch_\x001", {"note": "paid\x00", "by": "an LLM wrote \ud800", "fee": float("nan"), "ok": True})
     run = advance(start_probe())
     row = operation(run, "charge")
