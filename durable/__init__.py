@@ -10,29 +10,43 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-# Each public name and the module that owns it.
+# Each public name and the module that owns it: what a workflow module imports to declare its workflows
+# (Workflow, register, RetryPolicy, Migration), its approvals (Revalidation), its downstream adapters
+# (register_downstream, Downstream, Capabilities, DownstreamOutcome, Classification, classify) and its errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
-    "OnActiveBusinessKey": "durable.engine.active_runs",
+    "Capabilities": "durable.engine.ledger",
+    "Classification": "durable.engine.errors",
+    "Downstream": "durable.downstream",
+    "DownstreamOutcome": "durable.downstream",
+    "Migration": "durable.workflow",
     "NonRetryableError": "durable.engine.errors",
+    "OnActiveBusinessKey": "durable.engine.active_runs",
     "ReplayContractViolation": "durable.engine.errors",
     "RetryableError": "durable.engine.errors",
     "RetryPolicy": "durable.engine.retry",
+    "Revalidation": "durable.engine.approvals",
     "UntrustedOutputRefused": "durable.engine.untrusted",
     "bound_to_run": "durable.engine.untrusted",
+    "classify": "durable.engine.errors",
     "register": "durable.registry",
+    "register_downstream": "durable.downstream",
     "Workflow": "durable.workflow",
 }
 
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
+    from durable.downstream import Downstream, DownstreamOutcome, register_downstream
     from durable.engine.active_runs import OnActiveBusinessKey
-    from durable.engine.errors import ActivityError, NonRetryableError, ReplayContractViolation, RetryableError
+    from durable.engine.approvals import Revalidation
+    from durable.engine.errors import (ActivityError, Classification, NonRetryableError, ReplayContractViolation,
+                                       RetryableError, classify)
+    from durable.engine.ledger import Capabilities
     from durable.engine.retry import RetryPolicy
     from durable.engine.untrusted import UntrustedOutputRefused, bound_to_run
     from durable.registry import register
-    from durable.workflow import Workflow
+    from durable.workflow import Migration, Workflow
 
 
 def __getattr__(name: str) -> Any:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
@@ -93,7 +94,10 @@ def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = No
 
 @register(Tags.database, DURABLE)
 def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    if not databases:
+    # Only where the drill can run: `durable_drill` belongs to durable.tools, which a host project never installs
+    # (docs/embedding.md), and drills the demo's workflows only. A warning a project cannot clear is noise that
+    # teaches people to silence checks; hosts get W011 back when the drill can run their workflows.
+    if not databases or not apps.is_installed("durable.tools"):
         return []
     return check_drills(registry.all())
 
@@ -102,7 +106,7 @@ def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kw
 
 
 def check_side_effect_keys(workflows: Iterable[Workflow]) -> list[CheckMessage]:
-    """durable.E002/E003/E004, W005: every side effect has a stable business key and is declared."""
+    """durable.E002/E003/E004, W003/W005: every side effect has a stable business key and is declared."""
     return _per_step(workflows, "business keys", _side_effect_messages)
 
 
@@ -124,7 +128,8 @@ def _per_step(workflows: Iterable[Workflow], what: str, messages: StepMessages) 
             except SourceUnavailable as exc:
                 found.append(Warning(
                     f"The source of this step cannot be read ({exc}), so its {what} could not be checked.",
-                    hint="Define each step as a function (def) in a module's source file.",
+                    hint="Define each step as a function (def) in a module's source file "
+                         "(docs/operations.md#launch-checklist).",
                     obj=obj, id="durable.W005"))
                 continue
             found += messages(step, source, obj)
@@ -151,6 +156,18 @@ def _side_effect_messages(step: Step, source: StepSource, obj: str) -> list[Chec
                 hint="Build the key from the run's input or state. A value that must be generated is generated "
                      "once, in ctx.activity(...) or an earlier step, and kept in the state.",
                 obj=obj, id="durable.E003"))
+        elif call.suspects:
+            built = ", ".join(f"{s.call}() at line {s.line}" for s in call.suspects)
+            found.append(Warning(
+                f"The business key of the {where} may be built with {built}: on some path through the step "
+                "(a branch, a loop, a name given several values, a mutated list or dict, an attribute) a random "
+                "or time-based value can reach it, and a key that differs when the step runs again makes the "
+                "action happen twice.",
+                hint="Check the line named. If the value can reach the key, build the key from the run's input "
+                     "or state instead (a value that must be generated is generated once, in ctx.activity(...) or "
+                     "an earlier step, and kept in the state); if it cannot (one name reused for two values), "
+                     "give the random or time-based value a name of its own (docs/operations.md#launch-checklist).",
+                obj=obj, id="durable.W003"))
         if call.first is not None and call.first not in step.side_effects:
             declared = f"only {', '.join(map(repr, step.side_effects))}" if step.side_effects else "none"
             found.append(Error(
@@ -223,9 +240,9 @@ def check_error_classification(downstreams: Iterable[Downstream]) -> list[CheckM
     return [Warning(
         f"Downstream {d.name!r} has no classify(exc): whether its errors are retried is left to durable's "
         "generic HTTP rules.",
-        hint="Add classify(self, exc) -> Classification to the adapter: delegate to "
-             "durable.engine.errors.classify (HTTP statuses, timeouts, errors carrying retryable=) and mark its "
-             "business rejections non-retryable.",
+        hint="Add classify(self, exc) -> Classification to the adapter: delegate to durable.classify (HTTP "
+             "statuses, timeouts, errors carrying retryable=) and mark its business rejections non-retryable "
+             "(docs/ledger-and-reconciliation.md#writing-a-downstream-adapter).",
         obj=f"downstream {d.name!r}", id="durable.W009",
     ) for d in downstreams if not callable(getattr(d, "classify", None))]
 
@@ -265,7 +282,8 @@ def check_declared_versions(workflows: Iterable[Workflow]) -> list[CheckMessage]
                 f"The workflow does not declare {', '.join(missing)}: its runs cannot record what tools, "
                 "prompts and model policy they ran under, nor be held to them when a deploy changes one.",
                 hint="Declare them on the Workflow(...): tool_catalog_version=, prompt_release=, "
-                     "model_policy_version= (the releases it runs under), and a version from 1.",
+                     "model_policy_version= (the releases it runs under; a workflow with no LLM names its own "
+                     "rules' release, or \"none\"), and a version from 1 (docs/workflows.md#releases).",
                 obj=f"{wf.name} v{wf.version}", id="durable.W010"))
     return found
 
@@ -294,7 +312,8 @@ def check_versions_in_flight() -> list[CheckMessage]:
             f"{r.in_flight_total} run(s) of {r.workflow} v{r.version} are in flight, but this code does not "
             "register that version: they will be blocked when resumed.",
             hint="Keep the version registered until `manage.py durable_versions` says it can be retired, "
-                 "or migrate the runs to a version that declares a migration from it.",
+                 "or migrate the runs to a version that declares a migration from it "
+                 "(docs/deploying.md#system-checks-that-guard-a-deploy).",
             obj=f"{r.workflow} v{r.version}", id="durable.W001",
         )
         for r in reports if not r.registered and r.in_flight_total
@@ -332,11 +351,12 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
         hint = (f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
                 "there. It touches only what it creates: its runs belong to an account of its own, its workers "
                 "sweep only those, on a queue of their own, and production's workers leave them alone "
-                "(docs/fault-drill.md)."
+                "(docs/fault-drill.md#the-launch-check)."
                 if not asking else
                 f"The drill does not approve, so it cannot drill a version that waits for a human (step(s) "
                 f"{', '.join(asking)}). Drill a version with the same side effects and no approval, and silence "
-                "this warning knowingly (SILENCED_SYSTEM_CHECKS = ['durable.W011']).")
+                "this warning knowingly (SILENCED_SYSTEM_CHECKS = ['durable.W011']; "
+                "docs/fault-drill.md#the-launch-check).")
         found.append(Warning(
             f"New runs start on {wf.name} v{wf.version}, and no passing fault drill of every fault point and "
             f"side effect ({', '.join(sorted(actions))}) is recorded for its current steps"

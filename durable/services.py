@@ -285,7 +285,8 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
         run_id, target=RunStatus.CANCELLED, allowed=CANCELLABLE, action="cancel", user=user,
         source=source, reason=reason, batch=batch,
         fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
-                "finished_at": timezone.now(), "next_attempt_at": None},
+                "finished_at": timezone.now(), "next_attempt_at": None,
+                "error": None},  # a cancelled run did not fail: the errors before it stay in the timeline
         then=stop,
     )
     return replace(found[0], run=run)  # the run as the cancel left it

@@ -22,9 +22,9 @@ from durable.models import Run
 from durable.tools.demo import commands
 from durable.tools.demo.setup import ensure_demo_people
 from tests.durable.claims import advance
+from tests.pages import FENCE, PAGES
+from tests.pages import blocks as page_blocks
 
-PAGES = [Path(settings.BASE_DIR) / "README.md", *sorted((Path(settings.BASE_DIR) / "docs").glob("*.md"))]
-FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
 SPAN = re.compile(r"`((?:[^`\n]|\n(?![ \t]*\n))+)`")  # a code span may wrap over lines, never over a blank one
 COMMAND = re.compile(r"manage\.py\s+(.+)")
 # What a page writes where the reader fills in a value: N, R, <token>, ...
@@ -36,7 +36,7 @@ def shown_command_lines() -> list[tuple[str, str]]:
     found = []
     for page in PAGES:
         text = page.read_text()
-        blocks = [line for block in FENCE.findall(text) for line in block.splitlines()]
+        blocks = [line for block in page_blocks(page) for line in block.text.splitlines()]
         comments = [span for line in blocks if line.lstrip().startswith("#") for span in SPAN.findall(line)]
         spans = SPAN.findall(FENCE.sub("", text))
         code = [line for line in blocks if not line.lstrip().startswith("#")]

@@ -257,8 +257,8 @@ class RunStore:
         with transaction.atomic():
             self._fenced(
                 lease, now, checkpoint_seq=lease.seq + 1, current_step="", attempt=0, status=RunStatus.SUCCEEDED,
-                output=output, finished_at=now, lease_owner=None, lease_expires_at=None,
-            )
+                output=output, error=None, finished_at=now, lease_owner=None, lease_expires_at=None,
+            )  # error=None: a retry's error is the timeline's; a run that succeeded has none
             self._checkpoint(lease, now, step, "", state, schema_version)
         lease.seq += 1
 

@@ -100,12 +100,13 @@ _STEP_WRITE = in_flight.PreparedWrite.of("durable_step_write", _STEP_SQL, {
     "run_id": 2950, "token": 20, "seq": 23, "step": 25, "next_step": 25, "state": 25, "schema_version": 23,
     "now": 1184, "lease_expires_at": 1184})  # uuid, int8, int4, text, timestamptz
 
-# The last step: the run's status changes, the lease is released.
+# The last step: the run's status changes, the lease is released. A retry's error is cleared: it belongs
+# to the timeline (the journal's RETRY_SCHEDULED entries), and a run that succeeded has none.
 _FINISH_SQL = """
 WITH fenced AS (
     UPDATE durable_run
        SET checkpoint_seq = %(seq)s, current_step = '', attempt = 0, status = 'SUCCEEDED', output = %(output)s::jsonb,
-           finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
+           error = NULL, finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
  RETURNING id
 )

@@ -140,6 +140,32 @@ def test_a_random_or_time_based_business_key_is_an_error(step, culprits):
     assert "ctx.activity" in error.hint
 
 
+def keyed_by_each_tool_call(ctx: Any, state: State) -> State:
+    results = {}
+    for c in [{"id": state.order_id}]:
+        results[c["id"]] = {"at": timezone.now().isoformat()}  # the container changes; `c` is not assigned
+        state.refund = ctx.side_effect("refund", business_key=c["id"], downstream=payments, payload=results)
+    return state
+
+
+def keyed_by_clock_on_one_path(ctx: Any, state: State) -> State:
+    key = state.order_id or str(uuid.uuid4())
+    state.refund = ctx.side_effect("refund", business_key=key, downstream=payments, payload={})
+    return state
+
+
+def test_a_clock_stamped_result_stored_under_a_calls_id_does_not_touch_its_key():
+    assert check_side_effect_keys([workflow(keyed_by_each_tool_call)]) == []
+
+
+def test_a_key_the_clock_may_reach_on_some_path_is_a_warning_naming_the_line():
+    [warning] = check_side_effect_keys([workflow(keyed_by_clock_on_one_path)])
+    assert warning.id == "durable.W003" and warning.level == django_checks.WARNING
+    line = keyed_by_clock_on_one_path.__code__.co_firstlineno + 1
+    assert f"may be built with uuid.uuid4() at line {line}:" in warning.msg
+    assert "docs/operations.md#launch-checklist" in warning.hint
+
+
 def test_a_side_effect_without_a_business_key_by_name_is_an_error():
     [error] = check_side_effect_keys([workflow(without_key)])
     assert error.id == "durable.E002" and "passes no business_key by name" in error.msg and "**kwargs" in error.msg
@@ -356,3 +382,12 @@ def test_check_deploy_runs_the_launch_checks_too(shipped, monkeypatch):
     assert {"durable.E007", "durable.W011"} <= set(ids(messages))
     assert {"durable.E007", "durable.W011"} <= set(ids(django_checks.run_checks(tags=[checks.DURABLE],
                                                                                 databases=["default"])))
+
+
+@pytest.mark.django_db
+def test_a_host_project_without_the_tools_app_is_never_asked_for_a_drill_it_cannot_run(shipped):
+    from django.test import modify_settings
+
+    assert ids(checks.newest_versions_drilled(databases=["default"])) == ["durable.W011"]
+    with modify_settings(INSTALLED_APPS={"remove": ["durable.tools"]}):
+        assert checks.newest_versions_drilled(databases=["default"]) == []

@@ -13,13 +13,15 @@ import json, os, sys
 before = dict(os.environ)
 import celery._state
 import durable, approvals, reconciliation
-from durable import Workflow, RetryPolicy, register, bound_to_run, NonRetryableError, RetryableError
+from durable import *  # every public name a workflow module imports: still no side effect
+from durable import Workflow, RetryPolicy, register, bound_to_run, Revalidation, Capabilities
 print(json.dumps({
     "environ_changed": sorted(set(os.environ.items()) ^ set(before.items())),
     "celery_apps": len(list(celery._state._apps)),
     "default_app": celery._state.default_app is not None,
     "django_configured": "django.conf" in sys.modules and __import__("django.conf").conf.settings.configured,
-    "public": [Workflow.__name__, RetryPolicy.__name__, register.__name__, bound_to_run.__name__],
+    "public": [Workflow.__name__, RetryPolicy.__name__, register.__name__, bound_to_run.__name__,
+               Revalidation.__name__, Capabilities.__name__],
 }))
 """
 
@@ -30,4 +32,5 @@ def test_importing_the_apps_with_no_settings_has_no_side_effect():
                          capture_output=True, text=True, check=True)
     report = json.loads(out.stdout)
     assert report == {"environ_changed": [], "celery_apps": 0, "default_app": False, "django_configured": False,
-                      "public": ["Workflow", "RetryPolicy", "register", "bound_to_run"]}
+                      "public": ["Workflow", "RetryPolicy", "register", "bound_to_run", "Revalidation",
+                                 "Capabilities"]}

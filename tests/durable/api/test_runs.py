@@ -293,6 +293,21 @@ def test_detail_shows_checkpoints_journal_and_side_effects_under_the_contents_ru
         ("a" * 32, "refund", "SUCCEEDED", "re_1")]
 
 
+def test_a_run_that_succeeded_after_a_retry_answers_no_error_and_its_journal_holds_the_retrys(calls_file):
+    run, _ = services.start_run(workflow="test-counting", input={"calls_file": calls_file, "fail_times": 1},
+                                business_key="b")
+    executor.advance(run.id)
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
+    executor.advance(run.id)
+    api = APIClient()
+    api.force_authenticate(make_user("reader", "durable.view_run", *CONTENTS_PERMISSIONS))
+    body = api.get(f"{RUNS}{run.id}/").data
+    assert body["status"] == RunStatus.SUCCEEDED and body["error"] is None
+    [retry] = [e for e in body["journal"] if e["kind"] == "retry_scheduled"]
+    assert retry["detail"]["error"]["kind"] == "transient"
+    assert api.get(RUNS).data["results"][0]["error"] is None
+
+
 def test_the_list_does_not_carry_the_detail_collections(api):
     run_in()
     item = api.get(RUNS).data["results"][0]
