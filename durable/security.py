@@ -4,7 +4,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 
+from typing import Any
+
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.signals import user_login_failed
 from django.http import HttpRequest
 
 from durable import metrics
@@ -55,3 +59,39 @@ def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpR
                                                        "address": event.address, "action": action,
                                                        "target": event.target})
     return event
+
+
+LOGIN_SOURCES = {"durable": "console", "rest_framework": "api", "admin": "admin"}  # URL namespace -> source
+
+
+def login_source(request: HttpRequest) -> str:
+    """Which door a login came through: console, api, admin, or the view's name in a host's own form."""
+    match = request.resolver_match
+    if match is None:
+        return "login"
+    return LOGIN_SOURCES.get(match.namespaces[-1] if match.namespaces else "", match.view_name or "login")
+
+
+def _on_login_failed(sender: object, credentials: dict[str, Any], request: HttpRequest | None = None,
+                     **kwargs: Any) -> None:
+    """Django's user_login_failed: a password judged wrong. An attempt axes refused unjudged (the username or
+    address is locked: its backend flags the request, and no failure is counted) is logged as throttled by
+    durable.lockout instead."""
+    if request is None:
+        return
+    if getattr(request, "axes_locked_out", False) and getattr(request, "axes_failures_since_start", None) is None:
+        return
+    record_refusal(kind=Kind.LOGIN_FAILED, source=login_source(request), request=request,
+                   username=username_given(request, credentials), action="login", reason="wrong username or password")
+
+
+def username_given(request: HttpRequest, credentials: dict[str, Any] | None = None) -> str:
+    """The username as the caller typed it (the form normalises it before it checks the password)."""
+    field = get_user_model().USERNAME_FIELD
+    given = request.POST.get(field) or request.POST.get("username")
+    return str(given or (credentials or {}).get(field) or (credentials or {}).get("username") or "")
+
+
+def connect() -> None:
+    """Called from the app's ready(): every failed login, at every door, goes to the security log."""
+    user_login_failed.connect(_on_login_failed, dispatch_uid="durable-security-login-failed")

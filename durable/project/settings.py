@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_htmx",
+    "axes",  # login lockout at every door (durable/lockout.py)
     "durable",
     "approvals",
     "reconciliation",
@@ -112,6 +113,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a locked-out login into its 429
 ]
 
 ROOT_URLCONF = "durable.project.urls"
@@ -158,6 +160,20 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "DURABLE_DB_SERVER_SIDE_BINDING", True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Login lockout (django-axes, docs/operations.md#login-lockout). Its backend comes first, so every password check
+# (console, browsable API, admin) is refused while the username or the address is locked, the right password too.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# The database handler: the lock state is in the database every web process shares. (axes' cache handler would
+# need a cache shared by every process, and this project's default cache is each process's own memory.)
+AXES_HANDLER = "durable.lockout.LoginAttemptHandler"  # axes' database handler, an address allowed 4x a username
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # a username from all addresses; an address over all names
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(seconds=int(os.environ.get("AXES_COOLOFF_SECONDS", "900")))
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # a lock ends when it said it would; refusals add nothing
+AXES_USERNAME_CALLABLE = "durable.lockout.username_of"  # NFKC + case-folded: `ＡＮＮ` is `ann`
+AXES_CLIENT_IP_CALLABLE = "durable.security.client_address"  # X-Forwarded-For only behind DURABLE_BEHIND_TLS_PROXY
+AXES_LOCKOUT_CALLABLE = "durable.lockout.locked_out"  # the console's page (429) at the console, plain text elsewhere
 
 # Django's validators, at least 12 characters, plus the demo's published password (its users are created by
 # `manage.py durable_up` only, which sets their password without these checks).

@@ -5,6 +5,7 @@ imported: a host configures its own database, users, Celery app and static files
 the DURABLE_* settings it changes (docs/configuration.md has every one and its default).
 """
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -32,6 +33,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",  # the API's schema at /ops/api/schema/
     "django_htmx",
+    "axes",  # login lockout at every login form (docs/embedding.md)
     "durable",
     "approvals",
     "reconciliation",
@@ -51,6 +53,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # the console's views answer htmx requests with fragments
+    "axes.middleware.AxesMiddleware",  # last: a locked-out login answered 429
 ]
 
 ROOT_URLCONF = "host.urls"
@@ -92,6 +95,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "durable.api.schema.AutoSchema",
 }
+
+# Login lockout (django-axes), as docs/embedding.md shows: a username locked from every address, an address
+# over every username, in the database every web process shares.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "durable.lockout.LoginAttemptHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_USERNAME_CALLABLE = "durable.lockout.username_of"
+AXES_CLIENT_IP_CALLABLE = "durable.security.client_address"
+AXES_LOCKOUT_CALLABLE = "durable.lockout.locked_out"
 
 # The shop's Celery app (host/celery.py) reads these. Its own queue; CELERY_BROKER_URL from the environment.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
