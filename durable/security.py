@@ -1,4 +1,9 @@
-"""The security log's one entry point: every refused attempt is recorded, counted and logged here."""
+"""The security log's one entry point: every refused attempt is recorded, counted and logged here.
+
+Every 403 the product answers is written by one middleware (RefusalLogMiddleware), whatever refused it: the
+refusing code gives its reason (PermissionDenied's message, DRF's `detail`, or `refused_because()` for a view
+that renders its own 403), and the row names who, what (the action, or the endpoint) and why.
+"""
 from __future__ import annotations
 
 import ipaddress
@@ -9,7 +14,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.signals import user_login_failed
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
 
 from durable import metrics
 from durable.conf import durable_settings
@@ -17,6 +23,7 @@ from durable.models import SecurityEvent
 
 log = logging.getLogger("durable.security")
 Kind = SecurityEvent.Kind
+REASON, RECORDED = "durable_refusal", "durable_refusal_recorded"  # attributes on the HttpRequest
 
 
 def client_address(request: HttpRequest | None) -> str | None:
@@ -54,6 +61,8 @@ def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpR
         source=source[:50], action=_storable(action)[:50], target=_storable(str(target))[:100],
         reason=_storable(reason),
     )
+    if request is not None:
+        setattr(getattr(request, "_request", request), RECORDED, True)  # DRF's Request wraps the HttpRequest
     metrics.refused(str(kind), source)
     log.warning("refused %s: %s", kind, reason, extra={"security_event": event.pk, "username": event.username,
                                                        "address": event.address, "action": action,
@@ -95,3 +104,67 @@ def username_given(request: HttpRequest, credentials: dict[str, Any] | None = No
 def connect() -> None:
     """Called from the app's ready(): every failed login, at every door, goes to the security log."""
     user_login_failed.connect(_on_login_failed, dispatch_uid="durable-security-login-failed")
+
+
+# -- every 403 -----------------------------------------------------------------------------------------------
+
+
+def refused_because(request: HttpRequest, reason: str, action: str = "") -> None:
+    """Why the 403 about to be answered is answered (and, optionally, the action refused), for its log row."""
+    setattr(getattr(request, "_request", request), REASON, (reason, action))
+
+
+def _view_name(request: HttpRequest) -> str:
+    match = getattr(request, "resolver_match", None)
+    return (match.view_name if match is not None else "") or request.path
+
+
+def _source(request: HttpRequest) -> str:
+    match = getattr(request, "resolver_match", None)
+    namespace = match.namespaces[-1] if match is not None and match.namespaces else ""
+    return {"api": "api", "admin": "admin"}.get(namespace, "api" if namespace.startswith("api") else "console")
+
+
+def _stated(response: HttpResponse) -> str:
+    """The reason a 403 answer gives its caller: DRF's `detail`, or a short plain-text body."""
+    data = getattr(response, "data", None)
+    if isinstance(data, dict) and data.get("detail"):
+        return str(data["detail"])
+    if response.get("Content-Type", "").startswith("text/plain") and not response.streaming:
+        return response.content.decode("utf-8", "replace").strip()[:500]
+    return ""
+
+
+def _unstated(request: HttpRequest) -> str:
+    if _source(request) == "admin":  # Django's admin refuses with a bare PermissionDenied
+        return "the Django admin's permission check: your account lacks the model permission this page needs"
+    return f"refused by {_view_name(request)}, which gave no reason"
+
+
+class RefusalLogMiddleware:
+    """Every 403 answered writes one security-log row (kind `forbidden`): the user (or the address), the action
+    or endpoint and path, and the reason the refusing code gave. A refusal already recorded is not written twice."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 403 and not getattr(request, RECORDED, False):
+            reason, action = getattr(request, REASON, ("", ""))
+            record_refusal(kind=Kind.FORBIDDEN, source=_source(request), request=request,
+                           user=getattr(request, "user", None), action=action or _view_name(request),
+                           target=request.path, reason=reason or _stated(response) or _unstated(request))
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
+        if isinstance(exception, PermissionDenied) and not hasattr(request, REASON):
+            refused_because(request, str(exception), getattr(exception, "action", ""))
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: Django's page, with the reason given to the security log."""
+    from django.views.csrf import csrf_failure as django_csrf_failure
+
+    refused_because(request, f"the CSRF check failed: {reason}", "csrf")
+    return django_csrf_failure(request, reason)

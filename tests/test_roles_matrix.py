@@ -15,6 +15,7 @@ from durable.permissions import CONTENTS_PERMISSIONS as CONTENTS
 from durable.roles import ROLES
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, make_user, user_with_roles
+from tests.endpoints import assert_one_refusal_logged, refusals_since, security_log_mark
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +130,21 @@ def test_a_user_with_no_role_is_refused_everywhere_but_their_own_tokens(objects)
     client.force_login(user_with_roles("nobody"))
     refused = [call(client, method, path).status_code for method, path, needs in endpoints(*objects) if needs]
     assert set(refused) == {403}
+
+
+@pytest.mark.parametrize("role", [*ROLES, None], ids=[*ROLES, "no-role"])
+def test_every_403_writes_one_security_log_row_naming_who_what_and_why(objects, role):
+    """Walks every endpoint and form above as each role: each 403 wrote exactly one row (user, action or
+    endpoint, path, a reason the refusing code gave); every other answer wrote no `forbidden` row."""
+    user = user_with_roles(f"as-{role}", *([role] if role else []))
+    client = Client()
+    client.force_login(user)
+    refused = 0
+    for method, path, _ in endpoints(*objects):
+        mark = security_log_mark()
+        if call(client, method, path).status_code == 403:
+            assert_one_refusal_logged(mark, username=user.username, path=path)
+            refused += 1
+        else:
+            assert not [row for row in refusals_since(mark) if row.kind == "forbidden"], f"{method} {path}"
+    assert refused > 0 or role == "admin"

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -39,7 +39,7 @@ from durable.console.rendering import (
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
-from durable.permissions import can_see_contents, contents_required
+from durable.permissions import can_see_contents, contents_required, permission_required
 from durable.services import Conflict, InvalidInput
 
 VIEW = "durable.view_run"
@@ -55,7 +55,7 @@ def metrics_url() -> str | None:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def overview(request: HttpRequest) -> HttpResponse:
     found = console_overview.overview()
@@ -69,7 +69,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(runs_state(PAGE))
 def runs(request: HttpRequest) -> HttpResponse:
@@ -94,7 +94,7 @@ def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any])
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(run_state)
 def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
@@ -103,7 +103,7 @@ def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 
 @contents_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=run_id, seq=seq)
@@ -112,7 +112,7 @@ def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpRespon
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_POST
 def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
     spec = ACTIONS[action]  # the URLs name only known actions
@@ -175,7 +175,7 @@ def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | Non
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def search(request: HttpRequest) -> HttpResponse:
     """The header's search box: one hit opens its page; several are listed, a page of runs at a time."""

@@ -107,6 +107,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "durable.security.RefusalLogMiddleware",  # every 403 answered writes one security-log row saying why
     "durable.role_audit.ActorMiddleware",
     "durable.console.timezones.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)  # names who granted or removed a role in the audit trail
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -213,6 +214,7 @@ if DURABLE_BEHIND_TLS_PROXY:
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+CSRF_FAILURE_VIEW = "durable.security.csrf_failure"  # Django's page; the security log gets the reason
 
 # Content Security Policy (django-csp): the console has no inline scripts or styles, and every
 # script, stylesheet and font comes from our own static files, so nothing else may run or load.

@@ -48,6 +48,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "durable.security.RefusalLogMiddleware",  # every 403 answered: one row in durable's security log
     "durable.role_audit.ActorMiddleware",  # names who granted or removed a role in durable's audit trail
     "durable.console.timezones.OperatorTimezoneMiddleware",  # console times in each operator's zone
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -87,6 +88,7 @@ STATIC_ROOT.mkdir(exist_ok=True)
 
 LOGIN_URL = "durable:login"  # the console's login (a host may keep its own instead)
 LOGIN_REDIRECT_URL = "durable:overview"
+CSRF_FAILURE_VIEW = "durable.security.csrf_failure"  # Django's page; durable's security log gets the reason
 
 REST_FRAMEWORK = {
     # durable's API tokens (hashed, expiring, revocable: manage.py durable_tokens, /ops/tokens/).
