@@ -42,7 +42,7 @@ def contents_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
 
 def permission_required(permission: str) -> Callable[[View], View]:
     """Django's `permission_required(..., raise_exception=True)`, with a 403 that names the missing permission
-    (the security log writes that reason beside the refusal, durable.security.RefusalLogMiddleware)."""
+    (the security log writes that reason beside the refusal, durable.middleware.RefusalLogMiddleware)."""
 
     def decorator(view: View) -> View:
         @wraps(view)

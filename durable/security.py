@@ -1,6 +1,7 @@
 """The security log's one entry point: every refused attempt is recorded, counted and logged here.
 
-Every 403 the product answers is written by one middleware (RefusalLogMiddleware), whatever refused it: the
+Every 403 the product answers is written by one middleware (durable.middleware.RefusalLogMiddleware), whatever
+refused it: the
 refusing code gives its reason (PermissionDenied's message, DRF's `detail`, or `refused_because()` for a view
 that renders its own 403), and the row names who, what (the action, or the endpoint) and why.
 """
@@ -141,25 +142,21 @@ def _unstated(request: HttpRequest) -> str:
     return f"refused by {_view_name(request)}, which gave no reason"
 
 
-class RefusalLogMiddleware:
-    """Every 403 answered writes one security-log row (kind `forbidden`): the user (or the address), the action
-    or endpoint and path, and the reason the refusing code gave. A refusal already recorded is not written twice."""
+def record_forbidden(request: HttpRequest, response: HttpResponse) -> None:
+    """Write the 403 `response` to the security log (kind `forbidden`) unless its refusal is recorded already:
+    the user (or the address), the action or endpoint, the path, and the reason the refusing code gave."""
+    if getattr(request, RECORDED, False):
+        return
+    reason, action = getattr(request, REASON, ("", ""))
+    record_refusal(kind=Kind.FORBIDDEN, source=_source(request), request=request, user=getattr(request, "user", None),
+                   action=action or _view_name(request), target=request.path,
+                   reason=reason or _stated(response) or _unstated(request))
 
-    def __init__(self, get_response: Any) -> None:
-        self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
-        if response.status_code == 403 and not getattr(request, RECORDED, False):
-            reason, action = getattr(request, REASON, ("", ""))
-            record_refusal(kind=Kind.FORBIDDEN, source=_source(request), request=request,
-                           user=getattr(request, "user", None), action=action or _view_name(request),
-                           target=request.path, reason=reason or _stated(response) or _unstated(request))
-        return response
-
-    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
-        if isinstance(exception, PermissionDenied) and not hasattr(request, REASON):
-            refused_because(request, str(exception), getattr(exception, "action", ""))
+def note_refusal(request: HttpRequest, exception: Exception) -> None:
+    """A view raised `exception`: when it is a PermissionDenied, its message is why the 403 is answered."""
+    if isinstance(exception, PermissionDenied) and not hasattr(request, REASON):
+        refused_because(request, str(exception), getattr(exception, "action", ""))
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:

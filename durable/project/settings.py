@@ -99,17 +99,17 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "durable.unavailable.DatabaseUnavailableMiddleware",  # first: the last to see a view's exception
+    "durable.middleware.DatabaseUnavailableMiddleware",  # first: the last to see a view's exception
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from any web process, no extra server
-    "durable.no_store.NoStoreMiddleware",  # below WhiteNoise: static files stay cacheable, pages never
+    "durable.middleware.NoStoreMiddleware",  # below WhiteNoise: static files stay cacheable, pages never
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "durable.security.RefusalLogMiddleware",  # every 403 answered writes one security-log row saying why
-    "durable.role_audit.ActorMiddleware",
-    "durable.console.timezones.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)  # names who granted or removed a role in the audit trail
+    "durable.middleware.RefusalLogMiddleware",  # every 403 answered writes one security-log row saying why
+    "durable.middleware.ActorMiddleware",  # names who granted or removed a role in the audit trail
+    "durable.middleware.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
