@@ -21,14 +21,13 @@ from typing import Any
 from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_cool_off, get_lockout_parameters
 from axes.signals import user_locked_out
-from django.contrib.auth import get_user_model
 from django.contrib.auth.views import LoginView
 from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from durable.models import SecurityEvent
-from durable.security import login_source, record_refusal, username_given
+from durable.security import record_refusal, request_source, username_given
 
 ADDRESS_FACTOR = 4  # one address may fail this many times the per-username limit, over all usernames
 CONSOLE_LOGIN = "durable:login"
@@ -42,11 +41,7 @@ def normalised(username: str) -> str:
 
 def username_of(request: HttpRequest, credentials: dict[str, Any] | None) -> str | None:
     """AXES_USERNAME_CALLABLE: the username tried, normalised; None when none was given."""
-    field = get_user_model().USERNAME_FIELD
-    given = (credentials or {}).get(field) or (credentials or {}).get("username")
-    if given is None and request is not None:
-        given = request.POST.get(field) or request.POST.get("username")
-    return normalised(str(given)) if given else None
+    return normalised(username_given(request, credentials)) or None
 
 
 class LoginAttemptHandler(AxesDatabaseHandler):
@@ -87,7 +82,7 @@ def _on_locked_out(sender: object, request: HttpRequest | None = None, username:
     """axes' user_locked_out: sent once by the attempt that locks, and once by each attempt refused while locked."""
     if request is None:
         return
-    record_refusal(kind=SecurityEvent.Kind.LOGIN_THROTTLED, source=login_source(request), request=request,
+    record_refusal(kind=SecurityEvent.Kind.LOGIN_THROTTLED, source=request_source(request), request=request,
                    username=username_given(request) or username or "", action="login",
                    reason=f"locked out for {cool_off_minutes(request)} minutes: too many failed logins for this "
                           f"username (from any address) or from this address")

@@ -1,15 +1,14 @@
 """The security log's one entry point: every refused attempt is recorded, counted and logged here.
 
 Every 403 the product answers is written by one middleware (durable.middleware.RefusalLogMiddleware), whatever
-refused it: the
-refusing code gives its reason (PermissionDenied's message, DRF's `detail`, or `refused_because()` for a view
-that renders its own 403), and the row names who, what (the action, or the endpoint) and why.
+refused it: the refusing code gives its reason (PermissionDenied's message, DRF's `detail`, or
+`refused_because()` for a view that renders its own 403), and the row names who, what (the action, or the
+endpoint) and why.
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
-
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -71,15 +70,14 @@ def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpR
     return event
 
 
-LOGIN_SOURCES = {"durable": "console", "rest_framework": "api", "admin": "admin"}  # URL namespace -> source
+SOURCES = {"admin": "admin", "api": "api", "rest_framework": "api", "": "web"}  # URL namespace -> source
 
 
-def login_source(request: HttpRequest) -> str:
-    """Which door a login came through: console, api, admin, or the view's name in a host's own form."""
-    match = request.resolver_match
-    if match is None:
-        return "login"
-    return LOGIN_SOURCES.get(match.namespaces[-1] if match.namespaces else "", match.view_name or "login")
+def request_source(request: HttpRequest) -> str:
+    """Which door a request came through, by its URL's namespace: api (and the browsable API's login), admin,
+    console (durable's screens, under any prefix), or web (a view of no namespace: /metrics, a host's own)."""
+    match = getattr(request, "resolver_match", None)
+    return SOURCES.get(match.namespaces[-1] if match is not None and match.namespaces else "", "console")
 
 
 def _on_login_failed(sender: object, credentials: dict[str, Any], request: HttpRequest | None = None,
@@ -91,7 +89,7 @@ def _on_login_failed(sender: object, credentials: dict[str, Any], request: HttpR
         return
     if getattr(request, "axes_locked_out", False) and getattr(request, "axes_failures_since_start", None) is None:
         return
-    record_refusal(kind=Kind.LOGIN_FAILED, source=login_source(request), request=request,
+    record_refusal(kind=Kind.LOGIN_FAILED, source=request_source(request), request=request,
                    username=username_given(request, credentials), action="login", reason="wrong username or password")
 
 
@@ -120,12 +118,6 @@ def _view_name(request: HttpRequest) -> str:
     return (match.view_name if match is not None else "") or request.path
 
 
-def _source(request: HttpRequest) -> str:
-    match = getattr(request, "resolver_match", None)
-    namespace = match.namespaces[-1] if match is not None and match.namespaces else ""
-    return {"api": "api", "admin": "admin"}.get(namespace, "api" if namespace.startswith("api") else "console")
-
-
 def _stated(response: HttpResponse) -> str:
     """The reason a 403 answer gives its caller: DRF's `detail`, or a short plain-text body."""
     data = getattr(response, "data", None)
@@ -137,7 +129,7 @@ def _stated(response: HttpResponse) -> str:
 
 
 def _unstated(request: HttpRequest) -> str:
-    if _source(request) == "admin":  # Django's admin refuses with a bare PermissionDenied
+    if request_source(request) == "admin":  # Django's admin refuses with a bare PermissionDenied
         return "the Django admin's permission check: your account lacks the model permission this page needs"
     return f"refused by {_view_name(request)}, which gave no reason"
 
@@ -148,8 +140,8 @@ def record_forbidden(request: HttpRequest, response: HttpResponse) -> None:
     if getattr(request, RECORDED, False):
         return
     reason, action = getattr(request, REASON, ("", ""))
-    record_refusal(kind=Kind.FORBIDDEN, source=_source(request), request=request, user=getattr(request, "user", None),
-                   action=action or _view_name(request), target=request.path,
+    record_refusal(kind=Kind.FORBIDDEN, source=request_source(request), request=request,
+                   user=getattr(request, "user", None), action=action or _view_name(request), target=request.path,
                    reason=reason or _stated(response) or _unstated(request))
 
 
