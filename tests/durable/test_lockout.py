@@ -140,3 +140,27 @@ def test_check_warns_when_no_username_is_locked_out_across_addresses(installed, 
 
     found = check_login_lockout(installed, parameters)
     assert [m.id for m in found] == (["durable.W030"] if warned else [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_wrong_guesses_are_judged_at_most_the_limit_plus_the_burst_and_end_in_a_lock(lockme):
+    """axes judges a guess before it counts it: of a burst sent at once, those judged before the first failures
+    are written may pass the limit, by at most the requests served at once (docs/operations.md says so); the
+    rest are refused unjudged, nothing fails, and the burst leaves the username locked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    def guess(i: int) -> int:
+        try:
+            return status(DOORS["console"], "lockme1", "wrong", address=f"203.0.113.{i}")
+        finally:
+            connection.close()  # each thread's own; left open, the test database cannot be dropped
+
+    at_once = 8
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        answers = list(pool.map(guess, range(24)))
+    judged = SecurityEvent.objects.filter(kind="login_failed").count()
+    assert set(answers) <= {200, 429} and limit() <= judged <= limit() + at_once - 1
+    assert answers.count(429) >= 24 - judged
+    assert status(DOORS["console"], "lockme1", RIGHT, address="192.0.2.10") == 429
