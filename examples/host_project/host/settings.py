@@ -5,7 +5,6 @@ imported: a host configures its own database, users, Celery app and static files
 the DURABLE_* settings it changes (docs/configuration.md has every one and its default).
 """
 import os
-from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -104,7 +103,7 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_HANDLER = "durable.lockout.LoginAttemptHandler"
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_FAILURE_LIMIT = 5
-AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_COOLOFF_TIME = 0.25  # hours: a lock lasts 15 minutes
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_USERNAME_CALLABLE = "durable.lockout.username_of"
 AXES_CLIENT_IP_CALLABLE = "durable.security.client_address"
