@@ -235,7 +235,8 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Throttles count in the cache: give several web processes one shared cache (CACHE_URL=redis://...).
+# The API throttles count in the cache: give several web processes one shared cache (CACHE_URL=redis://...).
+# (Login lockout is in the database, AXES_HANDLER above.)
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
           if os.environ.get("CACHE_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
