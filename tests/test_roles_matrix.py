@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.urls import resolve
 
 from approvals.models import ApprovalRequest
 from durable.models import ApiToken, Run, SideEffect
@@ -15,7 +16,7 @@ from durable.permissions import CONTENTS_PERMISSIONS as CONTENTS
 from durable.roles import ROLES
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, make_user, user_with_roles
-from tests.endpoints import assert_one_refusal_logged, refusals_since, security_log_mark
+from tests.endpoints import assert_one_refusal_logged, refusals_since, routes, security_log_mark
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +149,15 @@ def test_every_403_writes_one_security_log_row_naming_who_what_and_why(objects, 
         else:
             assert not [row for row in refusals_since(mark) if row.kind == "forbidden"], f"{method} {path}"
     assert refused > 0 or role == "admin"
+
+
+# Routes that refuse no logged-in user (the login pages, the API's index and schema), and /metrics, whose
+# refusals (a wrong token, a missing permission) tests/durable/test_refusal_log.py checks.
+NEVER_REFUSE = {"durable:login", "durable:logout", "rest_framework:login", "rest_framework:logout", "api:api-root",
+                "schema", "metrics"}
+
+
+def test_the_walk_reaches_every_route_that_can_refuse(objects):
+    """A new screen or endpoint that is not in endpoints() above fails here, so its 403s are checked too."""
+    walked = {resolve(path.split("?")[0]).view_name for _, path, _ in endpoints(*objects)}
+    assert {route.name for route in routes()} - walked - NEVER_REFUSE == set()
