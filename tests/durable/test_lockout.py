@@ -164,3 +164,15 @@ def test_parallel_wrong_guesses_are_judged_at_most_the_limit_plus_the_burst_and_
     assert set(answers) <= {200, 429} and limit() <= judged <= limit() + at_once - 1
     assert answers.count(429) >= 24 - judged
     assert status(DOORS["console"], "lockme1", RIGHT, address="192.0.2.10") == 429
+
+
+def test_an_operator_sees_and_lifts_a_lock_in_the_admin(lockme):
+    lock()
+    admin = User.objects.create_superuser("root", password="root-password-long")
+    client = Client()
+    client.force_login(admin)
+    listing = client.get("/admin/axes/accessattempt/")
+    assert listing.status_code == 200 and b"lockme1" in listing.content
+    [row] = AccessAttempt.objects.all()
+    assert client.post(f"/admin/axes/accessattempt/{row.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert status(DOORS["console"], "lockme1", RIGHT) == 302
