@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -36,6 +36,8 @@ from durable.console import live
 from durable.console.paging import page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.engine.approvals import ApprovalStatus, differences
+from durable.permissions import permission_required
+from durable.security import refused_because
 
 VIEW, DECIDE = VIEW_PERMISSION, services.DECIDE_PERMISSION
 PAGE = 50
@@ -83,7 +85,7 @@ def _inbox_state(request: HttpRequest) -> Any:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(_inbox_state)
 def inbox(request: HttpRequest) -> HttpResponse:
@@ -109,7 +111,7 @@ def _tab_link(request: HttpRequest, tab: str) -> str:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(lambda request, request_id: request_state(request_id))
 def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
@@ -118,7 +120,7 @@ def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
 
 
 @login_required
-@permission_required(DECIDE, raise_exception=True)
+@permission_required(DECIDE)
 @require_POST
 def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
     approval = _approval(request_id)
@@ -140,6 +142,8 @@ def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
 
 def _refused(request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, exc: ServiceError) -> HttpResponse:
     status = next(status for kind, status in REFUSALS.items() if isinstance(exc, kind))
+    if status == HTTPStatus.FORBIDDEN:
+        refused_because(request, str(exc), getattr(exc, "action", ""))
     if isinstance(exc, InvalidInput):
         for name, errors in exc.errors.items():
             form.add_error(name if name in form.fields else None, errors)

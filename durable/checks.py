@@ -84,6 +84,13 @@ def settings_are_valid(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     return check_settings(settings)
 
 
+@register(Tags.security, DURABLE)
+def logins_lock_out_by_username(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from django.apps import apps
+
+    return check_login_lockout(apps.is_installed("axes"), getattr(settings, "AXES_LOCKOUT_PARAMETERS", None))
+
+
 @register(Tags.database, DURABLE)
 def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = None,
                                     **kwargs: Any) -> list[CheckMessage]:
@@ -378,6 +385,22 @@ def _last_drill(records: list[Any], wf: Workflow) -> str:
 
 
 # -- durable's settings ---------------------------------------------------------------
+
+
+def check_login_lockout(axes_installed: bool, parameters: Any) -> list[CheckMessage]:
+    """durable.W030: login forms lock a username out across addresses (django-axes, docs/embedding.md)."""
+    hint = ('Add "axes" to INSTALLED_APPS, its middleware and backend, and AXES_LOCKOUT_PARAMETERS = '
+            '["username", "ip_address"], as docs/embedding.md shows.')
+    if not axes_installed:
+        return [Warning("django-axes is not installed: nothing locks out a password guesser at the console's, the "
+                        "browsable API's or the admin's login.", hint=hint, id="durable.W030")]
+    flat = {p for parameter in (parameters if isinstance(parameters, (list, tuple)) else [])
+            for p in ([parameter] if isinstance(parameter, str) else [])}
+    if callable(parameters) or isinstance(parameters, str) or "username" in flat:
+        return []  # a callable decides per request: the host chose its own rule
+    return [Warning(f"AXES_LOCKOUT_PARAMETERS is {parameters!r}: a username is never locked out across addresses, "
+                    "so a botnet guessing one password per address is never stopped.", hint=hint,
+                    obj="AXES_LOCKOUT_PARAMETERS", id="durable.W030")]
 
 
 def check_settings(project_settings: Any) -> list[CheckMessage]:

@@ -58,16 +58,12 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
                                         "touches only the runs created by this account id; unset in "
                                         "production, whose sweeper leaves tool runs alone.", optional=True),
-    # The console, the API and the logins.
+    # The console and the API (login lockout is django-axes' AXES_* settings: docs/operations.md).
     "DURABLE_STUCK_APPROVAL_HOURS": Setting(24.0, "number", "After how many hours the overview and the alert "
                                             "call a pending approval stuck."),
     "DURABLE_CONSOLE_POLL_SECONDS": Setting(5.0, "seconds", "How often an open console screen asks whether "
                                             "what it shows changed (answered 304 while it did not; "
                                             "docs/console.md gives the cost)."),
-    "DURABLE_LOGIN_ATTEMPTS": Setting(5, "count", "Failed logins allowed per address and username within the "
-                                      "window before the login forms answer 429."),
-    "DURABLE_LOGIN_WINDOW_SECONDS": Setting(900, "count", "The window, in seconds, over which failed logins "
-                                            "are counted."),
     "DURABLE_API_TOKEN_DAYS": Setting(90.0, "number", "How many days a new API token lives, unless it is made "
                                       "with an expiry of its own."),
     "DURABLE_BULK_LIMIT": Setting(500, "count", "The most runs one bulk cancel or retry acts on (the console's "

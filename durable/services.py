@@ -70,6 +70,9 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
     (or, for in-process tools and tests only, `allow_older_version`; nothing a client sends sets it).
     """
     definition, by_permission = _version_to_start(workflow, version, user, allow_older_version)
+    if by_permission and not reason.strip():
+        raise InvalidInput({"reason": [f"starting {workflow} v{definition.version}, an older version than the "
+                                       "current one, needs a reason: it is audited"]})
     try:
         data = definition.input.model_validate(input)
     except ValidationError as exc:
@@ -101,7 +104,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             )
             if by_permission:
                 audit(user=user, action="start_older_version", run=run, source=source, status_before="",
-                      status_after=run.status, reason=reason,
+                      status_after=run.status, reason=reason.strip(),
                       detail={"version": definition.version, "current_version": registry.current(workflow).version})
             if enqueue:
                 dispatch.enqueue_on_commit(run.id)
@@ -157,7 +160,7 @@ def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser
     if not (user is not None and user.has_perm(START_OLDER_VERSION)):
         raise Forbidden(f"{workflow} v{version} only finishes the runs pinned to it; new runs start on the current "
                         f"version, v{current.version}. Starting an older version needs the "
-                        f"{START_OLDER_VERSION} permission")
+                        f"{START_OLDER_VERSION} permission", action="start_older_version")
     return chosen, True
 
 

@@ -11,7 +11,6 @@ from http import HTTPStatus
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -27,7 +26,7 @@ from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
-from durable.permissions import contents_required
+from durable.permissions import contents_required, permission_required
 from reconciliation.forms import QueuePage, ResolveForm
 from durable.engine.ledger import Reconciliation as Decision
 from durable.runtime.reconciler import Finding
@@ -81,7 +80,7 @@ def operation(request: HttpRequest, operation_id: str) -> HttpResponse:
 
 # Asking and resolving show the operation too, so they need the contents rule and the permission to resolve.
 @contents_required
-@permission_required(RESOLVE, raise_exception=True)
+@permission_required(RESOLVE)
 @require_POST
 def lookup(request: HttpRequest, operation_id: str) -> HttpResponse:
     row = _operation(operation_id)
@@ -97,7 +96,7 @@ def lookup(request: HttpRequest, operation_id: str) -> HttpResponse:
 
 
 @contents_required
-@permission_required(RESOLVE, raise_exception=True)
+@permission_required(RESOLVE)
 @require_POST
 def resolve(request: HttpRequest, operation_id: str) -> HttpResponse:
     row = _operation(operation_id)

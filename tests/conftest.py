@@ -153,7 +153,7 @@ def _drop_unconsumed_queue():
 
 @pytest.fixture(autouse=True)
 def _fresh_throttles():
-    """Login and API throttles count in the cache; each test starts with none spent."""
+    """API throttles count in the cache; each test starts with none spent (login lockout is in the database)."""
     from django.core.cache import cache
 
     cache.clear()

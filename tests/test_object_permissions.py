@@ -17,7 +17,16 @@ from django.test import Client
 from approvals.models import ApprovalRequest
 from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
 from tests.conftest import api_token, user_with_roles
-from tests.endpoints import World, api_target, build_world, console_target, logged_in, written
+from tests.endpoints import (
+    World,
+    api_target,
+    assert_one_refusal_logged,
+    build_world,
+    console_target,
+    logged_in,
+    security_log_mark,
+    written,
+)
 from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
@@ -114,10 +123,11 @@ def test_the_runs_starter_cannot_decide_its_approval_even_holding_the_approver_r
     """The API's approve and the console's htmx approve are covered in tests/approvals; these are the others."""
     world.owner.groups.add(Group.objects.get(name=APPROVER))
     url, body = target(route, verdict, world)
-    before = written()
+    before, mark = written(), security_log_mark()
     response = post(world.owner, route, url, body)
     assert response.status_code == 403 and b"you cannot decide its approval" in response.content.lower()
     assert written() == before
+    assert_one_refusal_logged(mark, username=world.owner.username, path=url, says="you cannot decide its approval")
 
 
 @pytest.mark.parametrize("route", ["api:approval-approve", "approvals:decide"])

@@ -40,6 +40,9 @@ class ActionPermission(BasePermission):
         if not (request.user and request.user.is_authenticated):
             return False
         needed = needed_permission(request, view, self.permissions)
+        # DRF answers a refusal with `message`: it names what is missing (and goes to the security log).
+        self.message = (f"this needs the {needed} permission, which your account lacks" if needed else
+                        f"the action {getattr(view, 'action', None)!r} is not one this endpoint offers")
         return needed is not None and request.user.has_perm(needed)
 
 

@@ -11,7 +11,7 @@ from itertools import chain
 from typing import Any
 
 from django import forms
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import (
     HttpRequest,
@@ -28,7 +28,7 @@ from durable.console.rendering import fragment_or_page, next_page_link
 from durable.console.spreadsheet import inert
 from durable.labels import LabelledForm
 from durable.models import OperatorAction
-from durable.permissions import can_see_contents
+from durable.permissions import can_see_contents, permission_required
 
 VIEW = "durable.view_operatoraction"
 CONTENTS_HIDDEN = "(hidden: the ledger's contents need view_checkpoint, view_journalentry and view_sideeffect)"
@@ -96,7 +96,7 @@ def _start_of(day: date) -> datetime:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def trail(request: HttpRequest) -> HttpResponse:
     filters = AuditFilters(request.GET)
@@ -131,7 +131,7 @@ def _export_url(request: HttpRequest) -> str:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def export(request: HttpRequest) -> HttpResponse:
     filters = AuditFilters(request.GET)

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -40,7 +40,7 @@ from durable.console.rendering import (
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
-from durable.permissions import can_see_contents, contents_required
+from durable.permissions import can_see_contents, contents_required, permission_required
 
 VIEW = "durable.view_run"
 PAGE = 50
@@ -55,7 +55,7 @@ def metrics_url() -> str | None:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def overview(request: HttpRequest) -> HttpResponse:
     found = console_overview.overview()
@@ -67,7 +67,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(runs_state(PAGE))
 def runs(request: HttpRequest) -> HttpResponse:
@@ -92,7 +92,7 @@ def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any])
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(run_state)
 def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
@@ -101,7 +101,7 @@ def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
 
 
 @contents_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=run_id, seq=seq)
@@ -110,7 +110,7 @@ def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpRespon
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_POST
 def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
     spec = ACTIONS[action]  # the URLs name only known actions
@@ -173,7 +173,7 @@ def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | Non
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 def search(request: HttpRequest) -> HttpResponse:
     """The header's search box: one hit opens its page; several are listed, a page of runs at a time."""

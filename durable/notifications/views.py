@@ -5,7 +5,7 @@ from http import HTTPStatus
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.db.models import Case, IntegerField, When
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -14,13 +14,14 @@ from django.views.decorators.http import require_http_methods
 from durable.notifications.fanout import channels_available
 from durable.notifications.forms import PreferencesForm
 from durable.notifications.models import NotificationDelivery, NotificationPreference
+from durable.permissions import permission_required
 
 LISTED = 50
 Status = NotificationDelivery.Status
 
 
 @login_required
-@permission_required("durable.view_run", raise_exception=True)
+@permission_required("durable.view_run")
 @require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request: HttpRequest) -> HttpResponse:
     available = channels_available(request.user)

@@ -178,3 +178,21 @@ def test_a_service_calls_the_api_with_a_token_made_by_the_command_and_a_revoked_
     call_command("durable_tokens", "revoke", ApiToken.objects.get(user__username="intake").prefix, stdout=StringIO())
     refused = api.get("/ops/api/runs/")
     assert refused.status_code == 401 and "revoked" in refused.json()["detail"]
+
+
+def test_the_hosts_logins_lock_a_username_out_across_addresses_and_every_403_is_logged(make_user):
+    """The lockout and the refusal log a host gets from the settings docs/embedding.md shows (django-axes)."""
+    from durable.models import SecurityEvent
+
+    make_user("guessed", OPERATOR)
+    for i in range(settings.AXES_FAILURE_LIMIT):  # one guess from each address of a botnet
+        Client(REMOTE_ADDR=f"203.0.113.{i}").post("/ops/accounts/login/", {"username": "guessed", "password": "x"})
+    locked = Client(REMOTE_ADDR="192.0.2.1").post("/ops/accounts/login/", {
+        "username": "guessed", "password": "pw-guessed-long-enough"})
+    assert locked.status_code == 429 and b"Too many failed attempts" in locked.content
+    assert SecurityEvent.objects.filter(kind="login_throttled", username="guessed").exists()
+    viewer = Client()
+    viewer.force_login(make_user("viewer-only"))
+    assert viewer.get("/ops/audit/").status_code == 403
+    refused = SecurityEvent.objects.get(kind="forbidden", username="viewer-only")
+    assert refused.target == "/ops/audit/" and "permission" in refused.reason
