@@ -4,9 +4,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest
 
+from durable.permissions import Caller
 from durable import metrics
 from durable.conf import durable_settings
 from durable.models import SecurityEvent
@@ -35,7 +35,7 @@ def _storable(text: str) -> str:
 
 
 def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpRequest | None = None,
-                   user: AbstractBaseUser | None = None, username: str = "", action: str = "",
+                   user: Caller | None = None, username: str = "", action: str = "",
                    target: object = "") -> SecurityEvent:
     """Record a refused attempt (who, from where, what, why), count it and log it; returns the row.
 

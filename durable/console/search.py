@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 from django.urls import reverse
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
+from durable.permissions import Caller
 from durable.console.forms import read_page_marker
 from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.search import LINE, fold
@@ -77,7 +77,7 @@ class Found:
         return self.hits[0] if len(self.hits) == 1 and not self.more else None
 
 
-def search(text: str, user: AbstractBaseUser, *, after: tuple[datetime, UUID] | None = None, size: int) -> Found:
+def search(text: str, user: Caller, *, after: tuple[datetime, UUID] | None = None, size: int) -> Found:
     text = fold(text.strip())
     exact = [] if after is not None else _by_id(text, user)
     if exact or len(text) < SHORTEST_FRAGMENT:
@@ -97,7 +97,7 @@ def _uuid(text: str) -> UUID | None:
         return None
 
 
-def _by_id(text: str, user: AbstractBaseUser) -> list[Hit]:
+def _by_id(text: str, user: Caller) -> list[Hit]:
     hits = []
     as_uuid = _uuid(text)
     if as_uuid is not None:
