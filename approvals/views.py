@@ -13,7 +13,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
@@ -35,7 +35,9 @@ from durable.errors import Conflict, Forbidden, InvalidInput, ServiceError, Unav
 from durable.console import live
 from durable.console.paging import page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
+from durable.console.requests import ConsoleRequest
 from durable.engine.approvals import ApprovalStatus, differences
+from durable.permissions import signed_in
 
 VIEW, DECIDE = VIEW_PERMISSION, services.DECIDE_PERMISSION
 PAGE = 50
@@ -77,30 +79,30 @@ class Outcome:
     newer_request: dict[str, Any] | None = None  # the ask that replaced this request
 
 
-def _inbox_state(request: HttpRequest) -> Any:
+def _inbox_state(request: ConsoleRequest) -> Any:
     filters = InboxFilters(request.GET)
-    return inbox_state(request.user, filters.filters()) if filters.is_valid() else None
+    return inbox_state(signed_in(request.user), filters.filters()) if filters.is_valid() else None
 
 
 @login_required
 @permission_required(VIEW, raise_exception=True)
 @require_safe
 @live.live(_inbox_state)
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: ConsoleRequest) -> HttpResponse:
     filters = InboxFilters(request.GET)
     tab = filters.cleaned_data.get("tab") or DEFAULT_TAB if filters.is_valid() else DEFAULT_TAB
     # A bad filter shows its error and no requests, rather than every request as if unfiltered.
     found = inbox_page(filters.filters(), filters.cleaned_data["after"], PAGE, tab=tab,
-                       user=request.user) if filters.is_valid() else []
+                       user=signed_in(request.user)) if filters.is_valid() else []
     next_page = next_page_link(request, reverse("approvals:inbox"), found, PAGE,
                                lambda last: page_marker(last.expires_at, last.id))
-    counts, _ = request.live_state or ({}, None)  # inbox_state's tab counts, read once for the version
+    counts: dict[str, int] = (request.live_state or ({}, None))[0]  # inbox_state's tab counts, read once for the version
     context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page,
                "tab": tab, "tabs": [(TABS[name], counts.get(name, 0), _tab_link(request, name)) for name in TABS]}
     return fragment_or_page(request, "approvals/_inbox_live.html", "approvals/inbox.html", context)
 
 
-def _tab_link(request: HttpRequest, tab: str) -> str:
+def _tab_link(request: ConsoleRequest, tab: str) -> str:
     """The inbox on `tab`, with the filters kept and from its first page."""
     query = request.GET.copy()
     query.pop("after", None)
@@ -112,7 +114,7 @@ def _tab_link(request: HttpRequest, tab: str) -> str:
 @permission_required(VIEW, raise_exception=True)
 @require_safe
 @live.live(lambda request, request_id: request_state(request_id))
-def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def detail(request: ConsoleRequest, request_id: UUID) -> HttpResponse:
     return fragment_or_page(request, "approvals/_detail_live.html", "approvals/detail.html",
                             _detail_context(request, _approval(request_id)))
 
@@ -120,14 +122,14 @@ def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
 @login_required
 @permission_required(DECIDE, raise_exception=True)
 @require_POST
-def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def decide(request: ConsoleRequest, request_id: UUID) -> HttpResponse:
     approval = _approval(request_id)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _answer(request, approval, HTTPStatus.BAD_REQUEST, form=form,
                        outcome=Outcome("error", "Nothing was decided: the form is incomplete."))
     try:
-        decided = services.decide(request_id=approval.id, user=request.user, source="console", http_request=request,
+        decided = services.decide(request_id=approval.id, user=signed_in(request.user), source="console", http_request=request,
                                   **form.cleaned_data)
     except tuple(REFUSALS) as exc:
         return _refused(request, approval, form, exc)
@@ -138,7 +140,7 @@ def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
     return redirect("approvals:detail", decided.id)
 
 
-def _refused(request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, exc: ServiceError) -> HttpResponse:
+def _refused(request: ConsoleRequest, approval: ApprovalRequest, form: DecisionForm, exc: ServiceError) -> HttpResponse:
     status = next(status for kind, status in REFUSALS.items() if isinstance(exc, kind))
     if isinstance(exc, InvalidInput):
         for name, errors in exc.errors.items():
@@ -164,7 +166,7 @@ def _what_now(decided: ApprovalRequest) -> str:
             "it still needs another approver.")
 
 
-def _answer(request: HttpRequest, approval: ApprovalRequest, status: HTTPStatus, **panel: Any) -> HttpResponse:
+def _answer(request: ConsoleRequest, approval: ApprovalRequest, status: HTTPStatus, **panel: Any) -> HttpResponse:
     """The request's live region for htmx (its decision panel and facts now), else the whole page around it,
     with the outcome's status."""
     live.stamp(request, request_state(approval.id))  # the region shows this state: its next poll answers 304
@@ -176,7 +178,7 @@ def _approval(request_id: UUID) -> ApprovalRequest:
     return get_object_or_404(ApprovalRequest.objects.select_related("run", "decided_by"), id=request_id)
 
 
-def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:
+def _detail_context(request: ConsoleRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:
     outcome = panel.get("outcome")
     return {
         # A refusal's current values are the facts now: one table, not a second one in the panel.
@@ -188,9 +190,9 @@ def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: An
     }
 
 
-def _panel(request: HttpRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
+def _panel(request: ConsoleRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
            outcome: Outcome | None = None, offer_form: bool = True) -> dict[str, Any]:
-    why_not = services.why_not_decide(approval, request.user) if approval.is_open else ""
+    why_not = services.why_not_decide(approval, signed_in(request.user)) if approval.is_open else ""
     return {
         "approval": approval,
         "decisions": approval.decisions.select_related("user"),
