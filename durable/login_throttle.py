@@ -13,17 +13,18 @@ import hashlib
 import unicodedata
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 
 from durable.conf import durable_settings
 from durable.models import SecurityEvent
 from durable.security import client_address, record_refusal
 
 ADDRESS_FACTOR = 4  # one address may fail this many times the per-user limit, over all usernames
-LoginView = Callable[..., HttpResponse]
+LoginView = TypeVar("LoginView", bound=Callable[..., HttpResponseBase])  # the view wrapped keeps its type
 
 
 def normalised(username: str) -> str:
@@ -64,7 +65,7 @@ def throttle_logins(view: LoginView, *, source: str,
                     refused: Callable[[HttpRequest], HttpResponse] | None = None) -> LoginView:
     """Wrap a login view: POSTs over the limit get 429 without being judged; each outcome is recorded."""
     @wraps(view)
-    def throttled(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def throttled(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method != "POST":
             return view(request, *args, **kwargs)
         username = str(request.POST.get("username", ""))
@@ -79,7 +80,7 @@ def throttle_logins(view: LoginView, *, source: str,
             record_refusal(kind=SecurityEvent.Kind.LOGIN_FAILED, source=source, request=request, username=username,
                            action="login", reason="wrong username or password")
         return response
-    return throttled
+    return cast(LoginView, throttled)  # functools.wraps made it look like `view`; typing cannot say so
 
 
 def _too_many() -> HttpResponse:

@@ -8,7 +8,7 @@ from durable.exposition import metrics_page
 from durable.login_throttle import throttle_logins
 
 # The admin's login goes through the same throttle as the console's and the API's.
-admin.site.login = throttle_logins(admin.site.login, source="admin")  # type: ignore[method-assign]
+admin.site.login = throttle_logins(admin.site.login, source="admin")  # type: ignore[method-assign]  # on this one site
 
 urlpatterns = [
     path("", include("durable.urls")),  # a host project mounts it under any prefix: path("ops/", include(...))
