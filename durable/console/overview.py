@@ -152,8 +152,7 @@ def _median_wait(decided: QuerySet[ApprovalRequest]) -> timedelta | None:
     # People decide a few hundred requests a day, not millions: their waits are read and sorted here.
     waits = [decided_at - created_at for created_at, decided_at in decided.values_list("created_at", "decided_at")
              if decided_at is not None]  # a decided request always has its time
-    # median sorts and halves, which timedelta does; typeshed allows it numbers only.
-    return statistics.median(waits) if waits else None  # type: ignore[type-var]
+    return statistics.median(waits) if waits else None  # type: ignore[type-var]  # it sorts and halves timedeltas too
 
 
 def _newest(status: RunStatus, when: str) -> list[Run]:

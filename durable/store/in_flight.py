@@ -176,7 +176,7 @@ def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str,
         wrapped(db, send_only)(statement.text, params, False, {"connection": db, "cursor": None})
     write = InFlight(statement, values, on_result, prepared=prepare)
     queue.writes.append(write)
-    db._durable_in_flight = queue  # type: ignore[attr-defined]  # per-connection state rides on Django's wrapper, which declares no slot for it
+    db._durable_in_flight = queue  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     return write
 
 
@@ -203,7 +203,7 @@ def settle(db: BaseDatabaseWrapper) -> None:
     queue: _Queue | None = getattr(db, "_durable_in_flight", None)
     if queue is None or not queue.writes:
         return
-    db._durable_in_flight = None  # type: ignore[attr-defined]  # per-connection state rides on Django's wrapper, which declares no slot for it
+    db._durable_in_flight = None  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     if db.connection is None or db.connection.pgconn is not queue.pgconn:
         return  # closed meanwhile: the next fenced write finds out if it committed, or a resume from what did
     with db.wrap_database_errors:
@@ -252,13 +252,13 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
     unguarded = db._set_autocommit  # type: ignore[attr-defined]  # django-stubs omits the backends' private hook
     outer = (db.__dict__.get("_set_autocommit"), getattr(db, "_durable_overlapping", False))  # a scope inside another
     db._set_autocommit = set_autocommit  # type: ignore[attr-defined]  # shadowed on this instance only
-    db._durable_overlapping = True  # type: ignore[attr-defined]  # per-connection state rides on Django's wrapper, which declares no slot for it
+    db._durable_overlapping = True  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     try:
         with db.execute_wrapper(settle_first):
             yield
             settle(db)
     finally:
-        db._durable_overlapping = outer[1]  # type: ignore[attr-defined]  # per-connection state rides on Django's wrapper, which declares no slot for it
+        db._durable_overlapping = outer[1]  # type: ignore[attr-defined]  # durable's state kept on Django's connection
         if outer[0] is None:
             del db._set_autocommit  # type: ignore[attr-defined]  # the instance attribute: the class's method shows through again
         else:
@@ -275,7 +275,7 @@ def _prepare(db: BaseDatabaseWrapper, statement: PreparedWrite, *, again: bool =
     prepared: tuple[Any, set[bytes]] = getattr(db, "_durable_prepared_writes", (None, set()))
     if prepared[0] is not pgconn:
         prepared = (pgconn, set())
-        db._durable_prepared_writes = prepared  # type: ignore[attr-defined]  # per-connection state rides on Django's wrapper, which declares no slot for it
+        db._durable_prepared_writes = prepared  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     if statement.name in prepared[1] and not again:
         return
     result = pgconn.prepare(statement.name, statement.sql, statement.types)

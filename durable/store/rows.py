@@ -29,8 +29,7 @@ class RowReader(Generic[M]):
         then the named extras, in order, as attributes."""
         if self._converters is None:  # once per process: the fields whose database value needs converting
             self._converters = [(index, field.cached_col, converters) for index, field in enumerate(self.fields)
-                                # django-stubs omits Field.get_db_converters (public since Django 1.8; the ORM calls it per column)
-                                if (converters := field.get_db_converters(connection))]  # type: ignore[attr-defined]
+                                if (converters := field.get_db_converters(connection))]  # type: ignore[attr-defined]  # not in the stubs
         count = len(self.fields)
         values = list(row[:count])
         for index, column, converters in self._converters:
