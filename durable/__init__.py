@@ -26,13 +26,20 @@ _PUBLIC = {
 
 __all__ = sorted(_PUBLIC)
 
+# For type checkers, in the `import X as X` form that marks a re-export (PEP 484): a host project's mypy
+# --strict (no implicit re-export) reads `from durable import Workflow` then. __all__ above is computed,
+# which a checker does not evaluate.
 if TYPE_CHECKING:
-    from durable.engine.active_runs import OnActiveBusinessKey
-    from durable.engine.errors import ActivityError, NonRetryableError, ReplayContractViolation, RetryableError
-    from durable.engine.retry import RetryPolicy
-    from durable.engine.untrusted import UntrustedOutputRefused, bound_to_run
-    from durable.registry import register
-    from durable.workflow import Workflow
+    from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
+    from durable.engine.errors import ActivityError as ActivityError
+    from durable.engine.errors import NonRetryableError as NonRetryableError
+    from durable.engine.errors import ReplayContractViolation as ReplayContractViolation
+    from durable.engine.errors import RetryableError as RetryableError
+    from durable.engine.retry import RetryPolicy as RetryPolicy
+    from durable.engine.untrusted import UntrustedOutputRefused as UntrustedOutputRefused
+    from durable.engine.untrusted import bound_to_run as bound_to_run
+    from durable.registry import register as register
+    from durable.workflow import Workflow as Workflow
 
 
 def __getattr__(name: str) -> Any:
