@@ -275,6 +275,14 @@ def expire(request_id: UUID) -> bool:
     return True
 
 
+def sweep_approvals() -> int:
+    """The sweeper's beat for approvals (registered from ApprovalsConfig.ready()): expire what is due, warn of
+    what is about to; returns how many expired."""
+    expired = expire_due()
+    warn_expiring()
+    return len(expired)
+
+
 def warn_expiring(limit: int = 500) -> int:
     """The sweeper's warning of pending requests within DURABLE_NOTIFY_EXPIRY_WARNING_SECONDS of expiring.
 

@@ -22,7 +22,7 @@ from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.conf import durable_settings
 from durable.console import live
 from durable.console.paging import page_marker
-from durable.console.rendering import Outcome, fragment_or_page, next_page_link
+from durable.console.rendering import ActionOutcome, fragment_or_page, next_page_link
 from durable.console.requests import ConsoleRequest
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
@@ -30,7 +30,8 @@ from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import contents_required
 from reconciliation.forms import QueuePage, ResolveForm
-from durable.runtime.reconciler import NOT_FOUND, Finding
+from durable.engine.ledger import Reconciliation as Decision
+from durable.runtime.reconciler import Finding
 from reconciliation.selectors import (
     awaiting_reconciliation,
     operation_actions,
@@ -113,8 +114,8 @@ def resolve(request: ConsoleRequest, operation_id: str) -> HttpResponse:
         return _refused(request, row, form)
     except Conflict as exc:
         row.refresh_from_db()  # show what it is now; no form, since it needs no resolution any more
-        return _resolution_answer(request, row, HTTPStatus.CONFLICT, outcome=Outcome("error", str(exc)))
-    outcome = Outcome("success", _what_now(resolved))
+        return _resolution_answer(request, row, HTTPStatus.CONFLICT, outcome=ActionOutcome("error", str(exc)))
+    outcome = ActionOutcome("success", _what_now(resolved))
     if request.htmx:
         return _resolution_answer(request, resolved, HTTPStatus.OK, outcome=outcome)
     messages.success(request, outcome.message)
@@ -127,7 +128,7 @@ def _page_after(request: ConsoleRequest) -> tuple[Any, str] | None:
 
 
 def _refused(request: ConsoleRequest, row: SideEffect, form: ResolveForm) -> HttpResponse:
-    outcome = Outcome("error", "Nothing was resolved: correct the form and resolve again.")
+    outcome = ActionOutcome("error", "Nothing was resolved: correct the form and resolve again.")
     return _resolution_answer(request, row, HTTPStatus.BAD_REQUEST, form=form, outcome=outcome)
 
 
@@ -143,7 +144,7 @@ def _what_now(row: SideEffect) -> str:
 
 def _suggested(row: SideEffect, finding: Finding) -> ResolveForm | None:
     """A lookup's answer fills in the resolution form; the operator still checks it and decides."""
-    if row.status != Op.UNKNOWN or (finding.found is None and finding.decision != NOT_FOUND):
+    if row.status != Op.UNKNOWN or (finding.found is None and finding.decision is not Decision.NOT_FOUND):
         return None
     reason = f"asked {row.downstream} on {timezone.now():%Y-%m-%d %H:%M:%S %Z}: {finding.evidence}"
     if finding.found is None:
@@ -190,7 +191,7 @@ def _lookup_panel(row: SideEffect, *, finding: Finding | None = None, error: str
 
 
 def _resolution_panel(request: ConsoleRequest, row: SideEffect, *, form: ResolveForm | None = None,
-                      outcome: Outcome | None = None) -> dict[str, Any]:
+                      outcome: ActionOutcome | None = None) -> dict[str, Any]:
     return {
         "actions": operation_actions(row),
         "can_resolve": row.status == Op.UNKNOWN and request.user.has_perm(RESOLVE),

@@ -13,7 +13,7 @@ from durable.console.requests import ConsoleRequest
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ActionOutcome:
     """What an action did, shown in the panel it was asked from."""
 
     level: str  # "success" or "error"

@@ -23,7 +23,6 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from durable.errors import Conflict, InvalidInput
-from durable.conf import durable_settings
 from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
 from durable.console import overview as console_overview
@@ -32,7 +31,7 @@ from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ActionForm, RunsQuery, page_marker
 from durable.console.live_states import run_state, runs_state
 from durable.console.rendering import (
-    Outcome,
+    ActionOutcome,
     fragment_or_page,
     next_page_link,
     page_link,
@@ -63,9 +62,7 @@ def overview(request: ConsoleRequest) -> HttpResponse:
     unchanged = live.not_modified(request, live.stamp(request, repr(found)))
     if unchanged:
         return unchanged
-    # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
-    context = {"overview": found, "pending_approvals": found.pending_approvals, "metrics_url": metrics_url(),
-               "stuck_hours": durable_settings.DURABLE_STUCK_APPROVAL_HOURS}
+    context = {"overview": found, "metrics_url": metrics_url(), **found.context()}
     return live.tagged(fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context), request)
 
 
@@ -131,9 +128,9 @@ def act(request: ConsoleRequest, run_id: UUID, action: str) -> HttpResponse:
         return _incomplete(request, run, action, form)
     except Conflict as exc:
         run.refresh_from_db()  # show what the run is now, and only the actions that status allows
-        return _answer(request, run, HTTPStatus.CONFLICT, outcome=Outcome("error", f"{capfirst(str(exc))}."))
+        return _answer(request, run, HTTPStatus.CONFLICT, outcome=ActionOutcome("error", f"{capfirst(str(exc))}."))
     if request.htmx:
-        return _answer(request, run, HTTPStatus.OK, outcome=Outcome("success", done))
+        return _answer(request, run, HTTPStatus.OK, outcome=ActionOutcome("success", done))
     messages.success(request, done)
     return redirect("durable:run-detail", run.id)
 
@@ -142,7 +139,7 @@ def _incomplete(request: ConsoleRequest, run: Run, action: str, form: ActionForm
     """A 400 with the form and its errors, opened, so the operator corrects it and confirms again."""
     first = next(str(error) for errors in form.errors.values() for error in errors)
     return _answer(request, run, HTTPStatus.BAD_REQUEST, forms={action: form},
-                   outcome=Outcome("error", f"Nothing was done: {first}"))
+                   outcome=ActionOutcome("error", f"Nothing was done: {first}"))
 
 
 def _answer(request: ConsoleRequest, run: Run, status: HTTPStatus, **panel: Any) -> HttpResponse:
@@ -169,7 +166,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
 
 
 def _panel(request: ConsoleRequest, run: Run, *, forms: dict[str, ActionForm] | None = None,
-           outcome: Outcome | None = None) -> dict[str, Any]:
+           outcome: ActionOutcome | None = None) -> dict[str, Any]:
     forms = forms or {}
     offered = [(action, forms.get(action.name) or action.form(run)) for action in offered_actions(run, request.user)]
     return {"run": run, "offered": offered, "outcome": outcome}
