@@ -36,17 +36,28 @@ _PUBLIC = {
 
 __all__ = sorted(_PUBLIC)
 
+# For type checkers, in the `import X as X` form that marks a re-export (PEP 484): a host project's mypy
+# --strict (no implicit re-export) reads `from durable import Workflow` then. __all__ above is computed,
+# which a checker does not evaluate.
 if TYPE_CHECKING:
-    from durable.downstream import Downstream, DownstreamOutcome, register_downstream
-    from durable.engine.active_runs import OnActiveBusinessKey
-    from durable.engine.approvals import Revalidation
-    from durable.engine.errors import (ActivityError, Classification, NonRetryableError, ReplayContractViolation,
-                                       RetryableError, classify)
-    from durable.engine.ledger import Capabilities
-    from durable.engine.retry import RetryPolicy
-    from durable.engine.untrusted import UntrustedOutputRefused, bound_to_run
-    from durable.registry import register
-    from durable.workflow import Migration, Workflow
+    from durable.downstream import Downstream as Downstream
+    from durable.downstream import DownstreamOutcome as DownstreamOutcome
+    from durable.downstream import register_downstream as register_downstream
+    from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
+    from durable.engine.approvals import Revalidation as Revalidation
+    from durable.engine.errors import ActivityError as ActivityError
+    from durable.engine.errors import Classification as Classification
+    from durable.engine.errors import NonRetryableError as NonRetryableError
+    from durable.engine.errors import ReplayContractViolation as ReplayContractViolation
+    from durable.engine.errors import RetryableError as RetryableError
+    from durable.engine.errors import classify as classify
+    from durable.engine.ledger import Capabilities as Capabilities
+    from durable.engine.retry import RetryPolicy as RetryPolicy
+    from durable.engine.untrusted import UntrustedOutputRefused as UntrustedOutputRefused
+    from durable.engine.untrusted import bound_to_run as bound_to_run
+    from durable.registry import register as register
+    from durable.workflow import Migration as Migration
+    from durable.workflow import Workflow as Workflow
 
 
 def __getattr__(name: str) -> Any:

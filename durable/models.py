@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -257,10 +258,12 @@ class AppendOnlyQuerySet(models.QuerySet):
         raise AppendOnly("audit trail rows cannot be removed")
 
     def bulk_create(self, objs: Any, batch_size: int | None = None, ignore_conflicts: bool = False,
-                    update_conflicts: bool = False, **kwargs: Any) -> list[Any]:
+                    update_conflicts: bool = False, update_fields: Collection[str] | None = None,
+                    unique_fields: Collection[str] | None = None) -> list[Any]:
         if update_conflicts:  # an upsert rewrites the rows it collides with
             raise AppendOnly("audit trail rows cannot be changed")
-        return super().bulk_create(objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts, **kwargs)
+        return super().bulk_create(objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts,
+                                   update_fields=update_fields, unique_fields=unique_fields)
 
 
 class OperatorAction(models.Model):
@@ -293,12 +296,12 @@ class OperatorAction(models.Model):
     def __str__(self) -> str:
         return f"{self.actor_username or 'system'} {self.action} {self.run_id or self.operation_id}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
             raise AppendOnly("audit trail rows cannot be changed")
         # Always an INSERT: a new instance given an existing row's id would otherwise UPDATE that row.
         kwargs["force_insert"] = True
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise AppendOnly("audit trail rows cannot be removed")
@@ -338,11 +341,11 @@ class SecurityEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.username or '-'} {self.action} {self.target}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
             raise AppendOnly("security log rows cannot be changed")
         kwargs["force_insert"] = True
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise AppendOnly("security log rows cannot be removed")

@@ -17,6 +17,7 @@ from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
+from durable.permissions import Caller
 from durable import metrics
 from durable.conf import durable_settings
 from durable.models import SecurityEvent
@@ -46,7 +47,7 @@ def _storable(text: str) -> str:
 
 
 def record_refusal(*, kind: Kind | str, source: str, reason: str, request: HttpRequest | None = None,
-                   user: AbstractBaseUser | None = None, username: str = "", action: str = "",
+                   user: Caller | None = None, username: str = "", action: str = "",
                    target: object = "") -> SecurityEvent:
     """Record a refused attempt (who, from where, what, why), count it and log it; returns the row.
 

@@ -6,12 +6,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from durable.permissions import Caller
 from durable import metrics
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
@@ -58,7 +58,7 @@ START_OLDER_VERSION = "durable.start_older_version"
 
 
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
-              user: AbstractBaseUser | None = None, enqueue: bool = True, version: int | None = None,
+              user: Caller | None = None, enqueue: bool = True, version: int | None = None,
               reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
     """Start a run of the current version of `workflow`; returns (run, created).
 
@@ -140,7 +140,7 @@ def _active_run(workflow: str, business_key: str, policy: OnActiveBusinessKey) -
     return active
 
 
-def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser | None,
+def _version_to_start(workflow: str, version: int | None, user: Caller | None,
                       allow_older_version: bool) -> tuple[Workflow, bool]:
     """The workflow version a new run starts on, and whether a person's permission to start an older version
     than the current one was used (invariant 12): that start is audited."""
@@ -188,7 +188,7 @@ class Batch:
 
 
 def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
-                user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any],
+                user: Caller | None, source: str, reason: str, fields: dict[str, Any],
                 then: Callable[[Run], dict[str, Any] | None] | None = None, batch: Batch | None = None) -> Run:
     """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
     run = Run.objects.filter(id=run_id).first()
@@ -272,7 +272,7 @@ class Cancellation:
         return {**self.findings(), "summary": self.summary()}
 
 
-def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "",
+def cancel_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "",
                batch: Batch | None = None) -> Cancellation:
     """Cancel a run that has not ended, saying what had already happened and what the cancel stopped.
 
@@ -323,7 +323,7 @@ def _what_the_cancel_finds(run: Run) -> Cancellation:
     return Cancellation(run, happened, may_have_happened, tuple(stopped))
 
 
-def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "",
+def retry_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "",
               batch: Batch | None = None) -> Run:
     """Run a waiting retry now, or give a failed run another go from its last checkpoint."""
     return _transition(
@@ -333,7 +333,7 @@ def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str,
     )
 
 
-def resume_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
+def resume_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "") -> Run:
     """Ask a worker to check a blocked run's replay contract again (after the version is deployed)."""
     allowed = sources_of(RunStatus.PENDING) & frozenset({RunStatus.BLOCKED_VERSION})
     return _transition(

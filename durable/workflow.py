@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -13,7 +13,13 @@ from durable.engine.fingerprint import StepShape, topology_fingerprint
 from durable.engine.topology import shapes_to_json
 from durable.engine.retry import RetryPolicy
 
-StepFn = Callable[[Any, BaseModel], BaseModel | None]
+# (ctx, state) -> the new state, or None when it mutated the one given. The state is the workflow's own
+# model: Any here, so that a step annotated with it (`state: ClaimState`) is accepted as it is.
+StepFn = Callable[[Any, Any], BaseModel | None]
+# The decorators return what they were given, so a step keeps its own signature for its callers.
+StepFnT = TypeVar("StepFnT", bound=StepFn)
+InitialStateT = TypeVar("InitialStateT", bound=Callable[[Any], BaseModel])
+OutputT = TypeVar("OutputT", bound=Callable[[Any], Any])
 
 
 @dataclass(frozen=True)
@@ -59,14 +65,22 @@ class Workflow:
     # Input fields the console's search box finds runs by, besides the business key: e.g. ("customer_email",).
     searchable: tuple[str, ...] = ()
     steps: list[Step] = field(default_factory=list)
-    _initial_state: Callable[[BaseModel], BaseModel] | None = None
-    _output: Callable[[BaseModel], Any] | None = None
+    _initial_state: Callable[[Any], BaseModel] | None = None
+    _output: Callable[[Any], Any] | None = None
+
+    @overload
+    def step(self, fn: StepFnT, *, name: str | None = None, side_effects: tuple[str, ...] | list[str] = (),
+             retry: RetryPolicy | None = None) -> StepFnT: ...
+
+    @overload
+    def step(self, fn: None = None, *, name: str | None = None, side_effects: tuple[str, ...] | list[str] = (),
+             retry: RetryPolicy | None = None) -> Callable[[StepFnT], StepFnT]: ...
 
     def step(self, fn: StepFn | None = None, *, name: str | None = None,
              side_effects: tuple[str, ...] | list[str] = (), retry: RetryPolicy | None = None) -> Any:
         """Declare a step: `@wf.step` or `@wf.step(side_effects=["refund"], retry=RetryPolicy(...))`."""
 
-        def register(f: StepFn) -> StepFn:
+        def register(f: StepFnT) -> StepFnT:
             step_name = name or f.__name__
             if any(s.name == step_name for s in self.steps):
                 raise ValueError(f"workflow {self.name} v{self.version} already has a step {step_name!r}")
@@ -75,12 +89,12 @@ class Workflow:
 
         return register(fn) if fn is not None else register
 
-    def initial_state(self, fn: Callable[[BaseModel], BaseModel]) -> Callable[[BaseModel], BaseModel]:
+    def initial_state(self, fn: InitialStateT) -> InitialStateT:
         """Declare how the first state is built from the validated input."""
         self._initial_state = fn
         return fn
 
-    def output(self, fn: Callable[[BaseModel], Any]) -> Callable[[BaseModel], Any]:
+    def output(self, fn: OutputT) -> OutputT:
         """Declare the run's output, computed from the final state."""
         self._output = fn
         return fn

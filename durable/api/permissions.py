@@ -24,7 +24,7 @@ def needed_permission(request: Request, view: APIView, permissions: dict[str, st
     has no action: a logged-in client is told 405 with the Allow header, not a misleading 403."""
     action = getattr(view, "action", None)
     if action is None and request.user and request.user.is_authenticated:
-        raise MethodNotAllowed(request.method)
+        raise MethodNotAllowed(request.method or "")
     return permissions.get(action or "")
 
 

@@ -19,12 +19,14 @@ from django.http import (
     HttpResponseBadRequest,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from durable.console.paging import page_marker, read_page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
+from durable.console.requests import ConsoleRequest
 from durable.console.spreadsheet import inert
 from durable.labels import LabelledForm
 from durable.models import OperatorAction
@@ -64,7 +66,7 @@ class AuditFilters(LabelledForm, forms.Form):
         return marker
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or self.cleaned_data  # Form.clean returns it; an override may return None
         since, until = cleaned.get("since"), cleaned.get("until")
         if since and until and since > until:
             raise forms.ValidationError("'From' is after 'To': no action can fall in that range")
@@ -98,7 +100,7 @@ def _start_of(day: date) -> datetime:
 @login_required
 @permission_required(VIEW)
 @require_safe
-def trail(request: HttpRequest) -> HttpResponse:
+def trail(request: ConsoleRequest) -> HttpResponse:
     filters = AuditFilters(request.GET)
     # A bad filter shows its error and no actions, rather than the whole trail as if unfiltered.
     found = filters.page() if filters.is_valid() else []
@@ -133,7 +135,7 @@ def _export_url(request: HttpRequest) -> str:
 @login_required
 @permission_required(VIEW)
 @require_safe
-def export(request: HttpRequest) -> HttpResponse:
+def export(request: HttpRequest) -> HttpResponseBase:
     filters = AuditFilters(request.GET)
     if not filters.is_valid():
         return HttpResponseBadRequest(f"Nothing was exported; correct the filters:\n{filters.errors.as_text()}\n",

@@ -183,8 +183,8 @@ def _bindings(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Bindings:
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             bind(node.optional_vars, node.context_expr, False)
         elif isinstance(node, ast.Call) and _method(node) in _MUTATORS:
-            for argument in [*node.args, *(kw.value for kw in node.keywords)]:
-                bind(node.func.value, argument, False)  # type: ignore[attr-defined]  # _method saw an Attribute
+            for passed in [*node.args, *(kw.value for kw in node.keywords)]:
+                bind(node.func.value, passed, False)  # type: ignore[attr-defined]  # _method saw an Attribute
     return bindings
 
 

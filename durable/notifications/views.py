@@ -13,8 +13,8 @@ from django.views.decorators.http import require_http_methods
 
 from durable.notifications.fanout import channels_available
 from durable.notifications.forms import PreferencesForm
-from durable.notifications.models import NotificationDelivery, NotificationPreference
-from durable.permissions import permission_required
+from durable.notifications.models import Channel, NotificationDelivery, NotificationPreference
+from durable.permissions import permission_required, signed_in
 
 LISTED = 50
 Status = NotificationDelivery.Status
@@ -25,7 +25,7 @@ Status = NotificationDelivery.Status
 @require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request: HttpRequest) -> HttpResponse:
     available = channels_available(request.user)
-    saved = NotificationPreference.objects.filter(user=request.user).first()
+    saved = NotificationPreference.objects.filter(user=signed_in(request.user)).first()
     if request.method != "POST":
         initial = {"events": saved.events, "channels": saved.channels} if saved else {}
         return _page(request, PreferencesForm(initial=initial, available=available))
@@ -39,11 +39,11 @@ def preferences(request: HttpRequest) -> HttpResponse:
 
 def _page(request: HttpRequest, form: PreferencesForm, *, status: int = HTTPStatus.OK) -> HttpResponse:
     failed_first = Case(When(status=Status.FAILED, then=0), default=1, output_field=IntegerField())
-    deliveries = (NotificationDelivery.objects.filter(user=request.user).exclude(status=Status.DIGESTED)
+    deliveries = (NotificationDelivery.objects.filter(user=signed_in(request.user)).exclude(status=Status.DIGESTED)
                   .select_related("event").order_by(failed_first, "-created_at")[:LISTED])
     context: dict[str, Any] = {"form": form, "deliveries": deliveries, "available": available_labels(form)}
     return render(request, "durable/notifications.html", context, status=status)
 
 
 def available_labels(form: PreferencesForm) -> list[str]:
-    return [label for value, label in form.fields["channels"].choices if value in form.available]
+    return [label for value, label in Channel.choices if value in form.available]  # the form's channel choices

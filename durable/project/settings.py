@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -276,7 +276,7 @@ SPECTACULAR_SETTINGS = {
 # Celery. Embedded default: kombu's filesystem transport, which needs no server.
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-CELERY_BROKER_TRANSPORT_OPTIONS = (
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
     {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "processed_folder": str(BROKER_DIR),
      "control_folder": str(BROKER_DIR / "control")}
     if CELERY_BROKER_URL.startswith("filesystem")
@@ -311,7 +311,7 @@ DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent"]
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:
     """The durable settings the environment sets, read as the type each one is."""
-    read = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
+    read: dict[str, Callable[[str], object]] = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
             "flag": lambda v: v.strip().lower() in {"1", "true", "yes", "on"},
             "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()]}
     found: dict[str, object] = {}

@@ -21,7 +21,7 @@ from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.activity")
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)  # what `returns=` names: a pydantic model
 
 
 def to_json(value: Any) -> Any:
@@ -79,7 +79,7 @@ class StepContext:
             # Refused before it is recorded: the journal never holds what the database cannot store.
             refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
             self._store.record_activity(self._lease, self.step, index, name, result)
-        return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
+        return returns.model_validate(result) if returns is not None else result
 
     def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],
                          approve: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],

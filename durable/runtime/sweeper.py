@@ -43,9 +43,9 @@ def due_runs(limit: int = 1000) -> list[UUID]:
                   .order_by(F("enqueued_at").asc(nulls_first=True), "updated_at")
                   .values_list("id", "status", "updated_at", "lease_expires_at", "next_attempt_at", "enqueued_at")
                   [:limit * 4])
-    return [run_id for run_id, status, *times in candidates
-            if resend_due(waiting_since=_waiting_since(status, *times[:3]), last_sent=times[3], now=now,
-                          grace=grace)][:limit]
+    return [run_id for run_id, status, updated_at, lease_expires_at, next_attempt_at, enqueued_at in candidates
+            if resend_due(waiting_since=_waiting_since(status, updated_at, lease_expires_at, next_attempt_at),
+                          last_sent=enqueued_at, now=now, grace=grace)][:limit]
 
 
 def _waiting_since(status: str, updated_at: datetime, lease_expires_at: datetime | None,

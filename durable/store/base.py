@@ -80,11 +80,14 @@ BEFORE_CLAIM = ("status", "next_attempt_at", "lease_expires_at", "updated_at")
 def _due_since(before: dict[str, Any]) -> datetime:
     """When the run became runnable: its retry time, its dead worker's lease expiry, or else
     the write that made it PENDING (a time slice's end, an approval, a resolution, an operator)."""
-    if before["status"] == RunStatus.WAITING_RETRY and before["next_attempt_at"] is not None:
-        return before["next_attempt_at"]
-    if before["status"] == RunStatus.RUNNING and before["lease_expires_at"] is not None:
-        return before["lease_expires_at"]
-    return before["updated_at"]
+    retry_at: datetime | None = before["next_attempt_at"]
+    lease_expired_at: datetime | None = before["lease_expires_at"]
+    updated_at: datetime = before["updated_at"]
+    if before["status"] == RunStatus.WAITING_RETRY and retry_at is not None:
+        return retry_at
+    if before["status"] == RunStatus.RUNNING and lease_expired_at is not None:
+        return lease_expired_at
+    return updated_at
 
 
 def claim_fields(owner: str, now: datetime, lease_seconds: float) -> dict[str, Any]:
@@ -138,6 +141,8 @@ class RunStore:
         rows = JournalEntry.objects.filter(run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
         by_step: dict[str, list[RecordedCall]] = {}
         for step, index, name, result in rows.values_list("step", "call_index", "name", "result"):
+            if index is None:  # the column is shared with other kinds; an activity is always written with one
+                raise ValueError(f"run {lease.run_id}: an activity result of step {step} has no call position")
             by_step.setdefault(step, []).append(RecordedCall(index, name, result))
         return by_step
 

@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field
 from django.utils import timezone
 
 from durable.conf import durable_settings
@@ -186,7 +187,7 @@ class PostgresRunStore(RunStore):
         run = _RUNS.instance(row, _CLAIM_EXTRAS)
         before = {name: getattr(run, f"before_{name}") for name in BEFORE_CLAIM}
         lease = claimed_lease(run, owner, lease_seconds, now, before)
-        if run.resume_fresh:
+        if getattr(run, "resume_fresh"):  # the claim's extras are attributes RowReader set by name
             lease.prefetched = _prefetched(run)
         return lease, run
 
@@ -259,7 +260,7 @@ class PostgresRunStore(RunStore):
         if row is None:  # the lease is lost, or another transaction inserted the row meanwhile
             return super().prepare_operation(lease, fields)
         operation = _OPERATIONS.instance(row, ("created",))
-        return operation, operation.created
+        return operation, getattr(operation, "created")  # an extra the statement selected
 
     def move_operation(self, lease: Lease, row: SideEffect, sources: frozenset[str], target: str, *,
                        journal: dict[str, Any] | None, count_attempt: bool = False,
@@ -279,11 +280,12 @@ class PostgresRunStore(RunStore):
 
 def _prefetched(run: Run) -> Prefetched:
     """What the claim statement read beside the run: its newest checkpoint, its recorded results."""
+    extra = {name: getattr(run, name) for name in _CLAIM_EXTRAS}  # set by name by RowReader.instance
     point = None
-    if run.resume_state is not None:  # the checkpoint at the run's checkpoint_seq exists
-        point = ResumePoint(run.checkpoint_seq, run.resume_next_step, _json(run.resume_state),
-                            run.resume_schema_version)
-    return Prefetched(point, _by_step(_json(run.resume_calls) or []))
+    if extra["resume_state"] is not None:  # the checkpoint at the run's checkpoint_seq exists
+        point = ResumePoint(run.checkpoint_seq, extra["resume_next_step"], _json(extra["resume_state"]),
+                            extra["resume_schema_version"])
+    return Prefetched(point, _by_step(_json(extra["resume_calls"]) or []))
 
 
 def _by_step(rows: Iterable[Sequence[Any]]) -> dict[str, list[RecordedCall]]:
@@ -322,12 +324,20 @@ def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
             "lease_expires_at": lease.renewal(now)}
 
 
+def _column(name: str) -> str:
+    """The ledger column of a SideEffect field; its fields are all concrete, none a relation's reverse side."""
+    field = SideEffect._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise TypeError(f"{name} is not a column of the ledger")
+    return field.column
+
+
 def _set_fields(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """`, column = %(set_column)s` for each ledger field, and its parameters. The columns come from
     the model, so nothing else reaches the SQL; JSON goes as the ORM would store it."""
     clause, params = "", {}
     for name, value in fields.items():
-        column = SideEffect._meta.get_field(name).column
+        column = _column(name)
         is_json = column in _JSON_COLUMNS
         clause += f", {column} = %(set_{column})s" + ("::jsonb" if is_json else "")
         params[f"set_{column}"] = _jsonb(value) if is_json else value

@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 from django.conf import settings
 
@@ -34,3 +36,13 @@ def test_importing_the_apps_with_no_settings_has_no_side_effect():
     assert report == {"environ_changed": [], "celery_apps": 0, "default_app": False, "django_configured": False,
                       "public": ["Workflow", "RetryPolicy", "register", "bound_to_run", "Revalidation",
                                  "Capabilities"]}
+
+
+def test_each_app_declares_its_annotations_with_py_typed():
+    """PEP 561: a host project's type checker reads an installed package's annotations only beside py.typed,
+    which package-data puts in the wheel (bin/test-package checks the built wheel holds it)."""
+    pyproject = tomllib.loads((Path(settings.BASE_DIR) / "pyproject.toml").read_text())
+    package_data = pyproject["tool"]["setuptools"]["package-data"]
+    for package in ("durable", "approvals", "reconciliation"):
+        assert (Path(settings.BASE_DIR) / package / "py.typed").is_file(), package
+        assert "py.typed" in package_data[package], package

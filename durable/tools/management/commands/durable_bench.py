@@ -7,6 +7,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -209,10 +210,10 @@ class Command(BaseCommand):
         for side_effect in (False, True):
             workload = Workload(runs, steps, side_effect, database_url())
             rows = [self._durable(workload, 1, timeout, repeat),
-                    self._median(lambda w=workload: self._in_process(w), repeat)]
+                    self._median(partial(self._in_process, workload), repeat)]
             if not side_effect:
                 scaling[1] = rows[0]
-            rows += [self._median(lambda s=system: run_peer(s, workload, timeout=timeout), repeat) for system in RUNNERS]
+            rows += [self._median(partial(run_peer, system, workload, timeout=timeout), repeat) for system in RUNNERS]
             title = (f"(b) {steps} trivial steps + 1 side effect (in-process downstream, idempotency key) per workflow"
                      if side_effect else f"(a) {steps} trivial steps per workflow")
             self.stdout.write(f"\n{title}; durable with 1 worker process")
