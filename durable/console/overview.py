@@ -73,7 +73,7 @@ class Section:
     read: Callable[[datetime], Any]
     now_template: str
     last_day_template: str
-    context: Callable[[Any], dict[str, Any]] = lambda read: {}
+    context: Callable[[Any], dict[str, Any]] = lambda data: {}  # nothing more, unless the section says
 
 
 @dataclass(frozen=True)
