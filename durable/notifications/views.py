@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from durable.notifications.fanout import channels_available
-from durable.notifications.forms import PreferencesForm
+from durable.notifications.forms import NotificationPreferencesForm
 from durable.notifications.models import Channel, NotificationDelivery, NotificationPreference
 from durable.permissions import permission_required, signed_in
 
@@ -28,8 +28,8 @@ def preferences(request: HttpRequest) -> HttpResponse:
     saved = NotificationPreference.objects.filter(user=signed_in(request.user)).first()
     if request.method != "POST":
         initial = {"events": saved.events, "channels": saved.channels} if saved else {}
-        return _page(request, PreferencesForm(initial=initial, available=available))
-    form = PreferencesForm(request.POST, available=available)
+        return _page(request, NotificationPreferencesForm(initial=initial, available=available))
+    form = NotificationPreferencesForm(request.POST, available=available)
     if not form.is_valid():
         return _page(request, form, status=HTTPStatus.BAD_REQUEST)
     NotificationPreference.objects.update_or_create(user=request.user, defaults=form.cleaned_data)
@@ -37,7 +37,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
     return redirect("durable:notifications")
 
 
-def _page(request: HttpRequest, form: PreferencesForm, *, status: int = HTTPStatus.OK) -> HttpResponse:
+def _page(request: HttpRequest, form: NotificationPreferencesForm, *, status: int = HTTPStatus.OK) -> HttpResponse:
     failed_first = Case(When(status=Status.FAILED, then=0), default=1, output_field=IntegerField())
     deliveries = (NotificationDelivery.objects.filter(user=signed_in(request.user)).exclude(status=Status.DIGESTED)
                   .select_related("event").order_by(failed_first, "-created_at")[:LISTED])
@@ -45,5 +45,5 @@ def _page(request: HttpRequest, form: PreferencesForm, *, status: int = HTTPStat
     return render(request, "durable/notifications.html", context, status=status)
 
 
-def available_labels(form: PreferencesForm) -> list[str]:
+def available_labels(form: NotificationPreferencesForm) -> list[str]:
     return [label for value, label in Channel.choices if value in form.available]  # the form's channel choices
