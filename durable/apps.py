@@ -12,7 +12,7 @@ class DurableConfig(AppConfig):
     def ready(self) -> None:
         from durable import checks  # noqa: F401  registers the launch checks
         from durable.notifications import checks as _notify_checks  # noqa: F401  and the webhook's
-        from durable import role_audit
+        from durable import fleet, role_audit
         from durable.console import timezones
         from durable.notifications import receivers as notifications
         from durable.registry import discover
@@ -21,3 +21,4 @@ class DurableConfig(AppConfig):
         role_audit.connect()
         timezones.connect()
         notifications.connect()
+        fleet.connect_web()  # a web process records itself at its first request (its workflows, for errors)

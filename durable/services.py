@@ -12,7 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from durable import metrics
+from durable import fleet, metrics
 from durable.runtime import dispatch
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import canonical_json, request_hash
@@ -185,8 +185,8 @@ def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser
     than the current one was used (invariant 12): that start is audited."""
     try:
         current = registry.current(workflow)
-    except UnknownWorkflow as exc:
-        raise InvalidInput({"workflow": [str(exc)]}) from None
+    except UnknownWorkflow:  # which processes have it, and so which ones to restart
+        raise InvalidInput({"workflow": [fleet.not_loaded_here(workflow)]}) from None
     if version is None or version == current.version:
         return current, False
     try:

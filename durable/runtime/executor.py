@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from durable.conf import durable_settings
 from durable import logs, metrics
-from durable.runtime import side_effects
+from durable.runtime import heartbeat, side_effects
 from durable.runtime.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify,
@@ -53,7 +53,7 @@ def advance(run_id: UUID | str, *, owner: str | None = None, db: RunStore | None
         if claimed is None:
             return Outcome(claimed=False)
         lease, run = claimed
-        with logs.bound(workflow=run.workflow_name, version=run.workflow_version):
+        with logs.bound(workflow=run.workflow_name, version=run.workflow_version), heartbeat.kept_alive(db, lease):
             return _advance_claimed(db, lease, run)
 
 

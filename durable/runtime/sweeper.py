@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from django.db import IntegrityError
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -21,9 +22,9 @@ from durable.conf import durable_settings
 from durable.runtime import dispatch
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
-from durable.models import Run
+from durable.models import Run, SweepTurn
 from durable.notifications import sweeper as notifications
-from durable.scope import runs_in_scope
+from durable.scope import runs_in_scope, scoped_to
 
 
 def due_runs(limit: int = 1000) -> list[UUID]:
@@ -90,3 +91,28 @@ def sweep_all() -> SweepReport:
     enqueued = len(sweep())
     notified = notifications.sweep()
     return SweepReport(reconciled, len(expired), enqueued, notified.digests + notified.resent)
+
+
+def turn_scope() -> str:
+    """The sweep turn this process takes part in: production's, or its tool's own (durable/scope.py)."""
+    owner = scoped_to()
+    return "production" if owner is None else f"created_by:{owner}"
+
+
+def take_turn(owner: str, period: float) -> bool:
+    """Whether this process sweeps now: one conditional UPDATE, won by one process per period across all.
+
+    A sweep that outlasts the period may overlap the next one; that is harmless, since every move a
+    sweep makes is a conditional write or a message whose duplicates the lease absorbs.
+    """
+    now, scope = timezone.now(), turn_scope()
+    due = SweepTurn.objects.filter(scope=scope, due_at__lte=now)
+    if due.update(due_at=now + timedelta(seconds=period), taken_by=owner):
+        return True
+    if SweepTurn.objects.filter(scope=scope).exists():
+        return False
+    try:  # the first sweep against this database (or of this tool's scope)
+        SweepTurn.objects.create(scope=scope, due_at=now + timedelta(seconds=period), taken_by=owner)
+    except IntegrityError:  # another worker made the row first, and swept
+        return False
+    return True
