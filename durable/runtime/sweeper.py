@@ -36,7 +36,10 @@ def due_runs(limit: int = 1000) -> list[UUID]:
         | Q(status=RunStatus.WAITING_RETRY, next_attempt_at__lte=now)
         | Q(status=RunStatus.PENDING, updated_at__lt=now - grace)
     )
-    not_just_sent = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - grace)
+    # A run whose worker died is sent at once however recently it was last sent: that copy went to the
+    # dead worker, before its lease began running out (resend_due's "not sent since it began waiting").
+    not_just_sent = (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - grace)
+                     | Q(status=RunStatus.RUNNING, enqueued_at__lt=F("lease_expires_at")))
     # Read a few times the limit: the backoff, applied here, passes over runs sent not long ago.
     candidates = (Run.objects.filter(due & not_just_sent, runs_in_scope())
                   .order_by(F("enqueued_at").asc(nulls_first=True), "updated_at")
