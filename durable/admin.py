@@ -20,6 +20,7 @@ from durable.models import (
     NotificationDelivery,
     NotificationEvent,
     OperatorAction,
+    Process,
     Run,
     SecurityEvent,
     SideEffect,
@@ -110,6 +111,14 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 class DrillRecordAdmin(ReadOnlyAdmin):
     list_display = ("finished_at", "workflow_name", "workflow_version", "passed", "runs", "database", "broker")
     list_filter = ("passed", "workflow_name")
+
+
+@admin.register(Process)
+class ProcessAdmin(ReadOnlyAdmin):
+    """The web and worker processes that started against this database (durable/fleet.py)."""
+
+    list_display = ("kind", "hostname", "pid", "started_at", "last_seen")
+    list_filter = ("kind", "hostname")
 
 
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.

@@ -136,6 +136,10 @@ class Command(BaseCommand):
             "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows",
                                                   "durable.tools.bench.wakeup"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
+            # The runs wait in a backlog made on purpose before the workers start: a sweeper would send
+            # copies of its tail as if their messages were lost. This measures steps, not the sweeper
+            # (--sweeper-at times that, --kill the recovery it serves).
+            "DURABLE_WORKER_SWEEPS": "false",
         }
         # Runs of an account of its own, and workers scoped to them, on a queue of its own (durable/scope.py).
         account = tool_account("bench")
