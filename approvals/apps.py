@@ -8,9 +8,26 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from approvals import checks  # noqa: F401  registers the revalidation check
         from approvals.context_processors import pending_badge
+        from approvals.exposition import approval_gauges
+        from approvals.gate import request_approval
+        from approvals.overview import SECTION
+        from approvals.search import approval_by_id
+        from approvals.services import sweep_approvals
         from approvals.receivers import close_requests_of_cancelled_run
         from durable.console.live import nav_count
+        from durable.console.overview import add_section
+        from durable.console.search import add_finder
+        from durable.exposition import add_gauges
+        from durable.mounts import Mount, mount
+        from durable.runtime.gates import register_approval_gate
+        from durable.runtime.sweeper import SweepTask, add_to_sweep
         from durable.signals import run_cancelled
 
+        mount("approvals", Mount("approvals/", "approvals.urls", api_urls="approvals.api.urls"))
+        register_approval_gate(request_approval)  # what ctx.request_approval asks
+        add_to_sweep("approvals", SweepTask(order=20, run=sweep_approvals, done="expired {} approval(s)"))
+        add_section("approvals", SECTION)  # requests waiting for people, decisions over the last day
+        add_finder("approvals", approval_by_id)  # the console search finds a request by its id
+        add_gauges("approvals", approval_gauges)  # pending requests, their oldest age, the soonest expiry
         nav_count(pending_badge)  # every live screen's version counts the header's badge
         run_cancelled.connect(close_requests_of_cancelled_run, dispatch_uid="approvals.close_requests_of_cancelled_run")

@@ -21,15 +21,21 @@ from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approve
 from durable.engine.errors import AwaitingApproval, NonRetryableError, refuse_unstorable
 from durable.engine.notifications import EventKind
 from durable.models import JournalEntry
+from durable.runtime.gates import ApprovalAsk, GateSite
 from durable.signals import operator_event
 from durable.store import Lease, RunStore
 
 MAX_ASKS = 5  # asking again is for facts that moved, not a loop
 
-Snapshot = dict[str, Any] | Callable[[], dict[str, Any]]
-ApprovalObject = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 Revalidate = Callable[[dict[str, Any]], Revalidation]
-Approvers = int | Callable[[dict[str, Any]], int]  # a number, or the rule that derives it from the snapshot
+
+
+def request_approval(site: GateSite, ask: ApprovalAsk) -> dict[str, Any]:
+    """The gate behind `ctx.request_approval`, registered from ApprovalsConfig.ready() (durable/runtime/gates.py)."""
+    _check(ask)
+    gate = Gate(site.store, site.lease, site.run_id, site.step, site.workflow_name, site.workflow_version,
+                site.business_key)
+    return gate.request(ask)
 
 
 class ApprovalRejected(NonRetryableError):
@@ -37,25 +43,13 @@ class ApprovalRejected(NonRetryableError):
         super().__init__(message, kind="approval_rejected")
 
 
-@dataclass(frozen=True)
-class Ask:
-    """What a step asks for: declared in code, the same every time the step runs."""
-
-    kind: str
-    snapshot: Snapshot
-    approve: ApprovalObject
-    revalidate: Revalidate
-    expires_in: timedelta
-    on_invalid: Path
-    on_expiry: Path
-    approvers: Approvers
-
-    def __post_init__(self) -> None:
-        revalidation_path(self.revalidate)  # refuse a lambda or closure now, not when a human decides
-        if not callable(self.approvers) and self.approvers < 1:
-            raise ValueError("approvers must be at least 1")
-        if self.expires_in <= timedelta(0):
-            raise ValueError("expires_in must be positive")
+def _check(ask: ApprovalAsk) -> None:
+    """What a step asks for is declared in code, the same every time the step runs: refused now if unusable."""
+    revalidation_path(ask.revalidate)  # refuse a lambda or closure now, not when a human decides
+    if not callable(ask.approvers) and ask.approvers < 1:
+        raise ValueError("approvers must be at least 1")
+    if ask.expires_in <= timedelta(0):
+        raise ValueError("expires_in must be positive")
 
 
 def revalidation_path(fn: Revalidate) -> str:
@@ -86,7 +80,7 @@ class Gate:
     workflow_version: int
     business_key: str
 
-    def request(self, ask: Ask) -> dict[str, Any]:
+    def request(self, ask: ApprovalAsk) -> dict[str, Any]:
         latest = (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step)
                   .select_related("decided_by").order_by("-ask").first())
         if latest is None:
@@ -103,7 +97,7 @@ class Gate:
         path = ask.on_expiry if status == ApprovalStatus.EXPIRED else ask.on_invalid
         return self._take(path, ask, latest)
 
-    def _use(self, ask: Ask, approved: ApprovalRequest) -> dict[str, Any]:
+    def _use(self, ask: ApprovalAsk, approved: ApprovalRequest) -> dict[str, Any]:
         """Approved: revalidate once more, right before the run acts on it."""
         problems: tuple[str, ...] = ()
         approve = self._object(ask, approved.snapshot)
@@ -126,14 +120,14 @@ class Gate:
                 "snapshot_hash": approved.snapshot_hash, "object_hash": approved.object_hash,
                 "decided_at": approved.decided_at.isoformat() if approved.decided_at else None}
 
-    def _take(self, path: Path, ask: Ask, latest: ApprovalRequest) -> dict[str, Any]:
+    def _take(self, path: Path, ask: ApprovalAsk, latest: ApprovalRequest) -> dict[str, Any]:
         what = "expired" if latest.status == ApprovalStatus.EXPIRED else "was invalidated"
         if path == Path.ASK_AGAIN and latest.ask < MAX_ASKS:
             return self._ask(ask, latest.ask + 1)
         raise NonRetryableError(f"the {latest.kind} approval {what}: {latest.reason or 'no decision in time'}",
                                 kind=f"approval_{latest.status.lower()}")
 
-    def _ask(self, ask: Ask, number: int) -> dict[str, Any]:
+    def _ask(self, ask: ApprovalAsk, number: int) -> dict[str, Any]:
         snapshot = ask.snapshot() if callable(ask.snapshot) else ask.snapshot
         # What an approver sees and its hash binds, chosen before anyone is asked: refused, never altered.
         refuse_unstorable(snapshot, what=f"the snapshot of approval {ask.kind!r}", kind="snapshot_not_storable")
@@ -179,7 +173,7 @@ class Gate:
         request.status, request.reason = ApprovalStatus.INVALIDATED, reason
 
     @staticmethod
-    def _approvers(ask: Ask, snapshot: dict[str, Any]) -> int:
+    def _approvers(ask: ApprovalAsk, snapshot: dict[str, Any]) -> int:
         """Derived from the snapshot this very request shows, at every ask (the first and each one after)."""
         count = ask.approvers(snapshot) if callable(ask.approvers) else ask.approvers
         if count < 1:
@@ -187,5 +181,5 @@ class Gate:
         return count
 
     @staticmethod
-    def _object(ask: Ask, snapshot: dict[str, Any]) -> dict[str, Any]:
+    def _object(ask: ApprovalAsk, snapshot: dict[str, Any]) -> dict[str, Any]:
         return ask.approve(snapshot) if callable(ask.approve) else ask.approve

@@ -24,6 +24,8 @@ from django.utils import timezone
 from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.selectors import DECIDE_PERMISSION, newer_ask
+from durable.audit import audit
+from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from durable.runtime import dispatch
 from durable.conf import durable_settings
 from durable.engine.approvals import (
@@ -41,7 +43,6 @@ from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SecurityEvent
 from durable.scope import runs_in_scope
 from durable.security import record_refusal
-from durable.services import Conflict, Forbidden, InvalidInput, Unavailable, audit
 from durable.signals import operator_event
 
 log = logging.getLogger("durable.approvals")
@@ -272,6 +273,14 @@ def expire(request_id: UUID) -> bool:
                             run_id=request.run_id, subject=request_id, detail=request.notice)
         _wake(request.run_id)
     return True
+
+
+def sweep_approvals() -> int:
+    """The sweeper's beat for approvals (registered from ApprovalsConfig.ready()): expire what is due, warn of
+    what is about to; returns how many expired."""
+    expired = expire_due()
+    warn_expiring()
+    return len(expired)
 
 
 def warn_expiring(limit: int = 500) -> int:

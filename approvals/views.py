@@ -31,17 +31,11 @@ from approvals.selectors import (
     newer_ask,
     request_state,
 )
+from durable.errors import Conflict, Forbidden, InvalidInput, ServiceError, Unavailable
 from durable.console import live
 from durable.console.paging import page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.engine.approvals import ApprovalStatus, differences
-from durable.services import (
-    Conflict,
-    Forbidden,
-    InvalidInput,
-    ServiceError,
-    Unavailable,
-)
 
 VIEW, DECIDE = VIEW_PERMISSION, services.DECIDE_PERMISSION
 PAGE = 50

@@ -15,11 +15,12 @@ from uuid import UUID
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from durable.errors import Conflict, InvalidInput
 from durable import services
 from durable.conf import durable_settings
 from durable.engine.states import RunStatus
 from durable.models import Run
-from durable.services import Batch, Cancellation, Conflict, SideEffectDone
+from durable.services import Batch, Cancellation, SideEffectDone
 
 NOT_APPLICABLE, SKIPPED, NOT_FOUND = "not_applicable", "skipped", "not_found"
 SELECTED_FIELDS = ("id", "business_key", "status", "workflow_name")
@@ -131,8 +132,8 @@ class Selection:
         return rows
 
 
-def too_many(field_name: str, what: str, limit: int) -> services.InvalidInput:
-    return services.InvalidInput({field_name: [
+def too_many(field_name: str, what: str, limit: int) -> InvalidInput:
+    return InvalidInput({field_name: [
         f"{what}; a bulk action takes at most {limit} runs at once (DURABLE_BULK_LIMIT). Nothing was done: "
         "narrow the filter, or act in parts"]})
 

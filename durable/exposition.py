@@ -7,7 +7,7 @@ read the page too (the console links to it); anyone else gets 401 (no credential
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from django.db.models import F, Min
@@ -19,7 +19,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from durable.conf import durable_settings
-from approvals.selectors import pending_summary
 from durable import metrics
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import RunStatus
@@ -30,8 +29,19 @@ WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_RETRY, RunStatus.NEEDS_
            RunStatus.BLOCKED_VERSION)
 
 
-def _age(now: datetime, then: datetime | None) -> float:
+def age(now: datetime, then: datetime | None) -> float:
+    """Seconds from `then` to `now`; 0 when there is no `then` (nothing waits)."""
     return max((now - then).total_seconds(), 0.0) if then is not None else 0.0
+
+
+# The gauges the apps built on the core add (approvals: its pending requests), read at scrape time too.
+Gauges = Callable[[datetime], Iterable[GaugeMetricFamily]]
+_app_gauges: dict[str, Gauges] = {}
+
+
+def add_gauges(name: str, read: Gauges) -> None:
+    """Called from an app's ready(): `read(now)` yields its families at every scrape."""
+    _app_gauges[name] = read
 
 
 class DatabaseGauges(Collector):
@@ -40,7 +50,8 @@ class DatabaseGauges(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
         yield checkpoint_ages(now)
-        yield from approval_gauges(now)
+        for read in _app_gauges.values():
+            yield from read(now)
         unknown = GaugeMetricFamily("side_effect_unknown_operations",
                                     "Operations UNKNOWN now, waiting for an operator's resolution")
         unknown.add_metric([], SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count())
@@ -56,24 +67,8 @@ def checkpoint_ages(now: datetime) -> GaugeMetricFamily:
               .order_by().values_list("run__status").annotate(oldest=Min("created_at")))
     oldest = dict(newest)
     for status in WAITING:
-        family.add_metric([status.value], _age(now, oldest.get(status.value)))
+        family.add_metric([status.value], age(now, oldest.get(status.value)))
     return family
-
-
-def approval_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
-    summary = pending_summary()
-    pending = GaugeMetricFamily("approval_pending", "Approval requests waiting for a human decision")
-    pending.add_metric([], summary.count)
-    yield pending
-    oldest = GaugeMetricFamily("approval_oldest_pending_age_seconds",
-                               "Seconds the oldest pending approval request has waited (0 when none waits)")
-    oldest.add_metric([], _age(now, summary.oldest_created_at))
-    yield oldest
-    if summary.soonest_expiry is not None:  # absent, not 0, when nothing can expire: 0 would look urgent
-        expiry = GaugeMetricFamily("approval_next_expiry_seconds",
-                                   "Seconds until the soonest pending approval request expires")
-        expiry.add_metric([], (summary.soonest_expiry - now).total_seconds())
-        yield expiry
 
 
 def _refusal(request: HttpRequest) -> HttpResponse | None:

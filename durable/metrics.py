@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, multiproces
 from prometheus_client.mmap_dict import MmapedDict
 
 from durable.conf import durable_settings
+from durable.engine.ledger import DECISIONS
 
 
 def directory() -> str:
@@ -77,8 +78,7 @@ REFUSALS = Counter(
     "throttled logins, forbidden actions, stale, late or self decisions, bad API tokens", ("kind", "source"))
 
 # The reconciler's decisions (durable.runtime.reconciler) and an operator's resolutions.
-OUTCOMES = frozenset({"retry_same_key", "found", "not_found", "unknown", "resolved_succeeded",
-                      "resolved_did_not_happen"})
+OUTCOMES = frozenset({*DECISIONS, "resolved_succeeded", "resolved_did_not_happen"})
 START_RUN = "start_run"  # the idempotency_key_hit_total action of the API's start-run key
 # Refusals of the replay contract (durable.engine.contract) and the replay violation.
 BLOCK_REASONS = ("version_missing", "topology_changed", "release_changed", "schema_unreadable", "replay_violation")

@@ -2,13 +2,13 @@
 
 Roles are Django groups (durable/roles.py), changed through the admin, a host project's own screens or
 a shell. Every change, whatever path made it, reaches Django's `m2m_changed`, so that is where it is
-recorded. Who made it is known only inside a request: `ActorMiddleware` remembers the request for the
+recorded. Who made it is known only inside a request: `ActorMiddleware` (durable/middleware.py) remembers the request for the
 signal; a change made outside one (a shell, a command, a migration) is recorded with no actor and the
 source `command`.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
 
@@ -16,28 +16,16 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Model
 from django.db.models.signals import m2m_changed
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 
-from durable.services import audit
+from durable.audit import audit
+
 
 # The audit trail's actions for role changes, beside the actions on runs and operations.
 ROLE_ACTIONS = tuple(f"{verb}_{kind}" for verb in ("grant", "remove") for kind in ("role", "permission", "role_permission"))
 
-_request: ContextVar[HttpRequest | None] = ContextVar("durable_role_audit_request", default=None)
-
-
-class ActorMiddleware:
-    """Lets the audit trail name who changed a role during this request (after AuthenticationMiddleware)."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        token = _request.set(request)
-        try:
-            return self.get_response(request)
-        finally:
-            _request.reset(token)
+# The request being answered, set by ActorMiddleware (durable/middleware.py); None in a shell or a command.
+request_in_flight: ContextVar[HttpRequest | None] = ContextVar("durable_role_audit_request", default=None)
 
 
 def _source(request: HttpRequest | None) -> str:
@@ -53,8 +41,8 @@ def _permission_name(permission: Permission) -> str:
 
 
 def _record(action: str, detail: dict[str, str]) -> None:
-    request = _request.get()
-    # services.audit keeps the actor's name as it was, or none for an anonymous caller or a shell.
+    request = request_in_flight.get()
+    # audit() keeps the actor's name as it was, or none for an anonymous caller or a shell.
     audit(user=getattr(request, "user", None), action=action, run=None, source=_source(request),
           status_before="", status_after="", detail=detail)
 

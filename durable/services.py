@@ -13,61 +13,19 @@ from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from durable import fleet, metrics
+from durable.audit import acting_user, audit
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.runtime import dispatch
 from durable.engine.active_runs import OnActiveBusinessKey
-from durable.engine.ids import canonical_json, request_hash
+from durable.engine.ids import request_hash
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.engine.ledger import OperationStatus
 from durable.engine.search import field_text, fold, searchable_fields
-from durable.models import Checkpoint, OperatorAction, Run, RunSearch, SideEffect
+from durable.models import Checkpoint, Run, RunSearch, SideEffect
 from durable.registry import UnknownWorkflow, registry
 from durable.signals import run_cancelled
 from durable.workflow import Workflow
-
-
-class ServiceError(Exception):
-    """An error a user can hit, with what to do about it."""
-
-
-class InvalidInput(ServiceError):
-    def __init__(self, errors: dict[str, Any]) -> None:
-        super().__init__(canonical_json(errors))
-        self.errors = errors
-
-
-class Forbidden(ServiceError):
-    """The user may not do this to this object (separation of duties, a missing role)."""
-
-
-class Unavailable(ServiceError):
-    """Something this needs to read is not answering; nothing was done, try again."""
-
-
-class Conflict(ServiceError):
-    """The object is not in a state that allows this; `current` says what it is now."""
-
-    def __init__(self, message: str, *, current: str | None = None, **extra: Any) -> None:
-        super().__init__(message)
-        self.current = current
-        self.extra = extra  # more for the caller to show, e.g. the newer snapshot
-
-
-def acting_user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
-    """The user to record as the actor: None for the machine or an anonymous caller."""
-    return user if user is not None and user.is_authenticated else None
-
-
-def audit(*, user: AbstractBaseUser | None, action: str, run: Run | None, source: str, status_before: str,
-          status_after: str, reason: str = "", operation_id: str = "", detail: dict[str, Any] | None = None,
-          ) -> OperatorAction:
-    """Append an operator action to the audit trail, inside the caller's transaction."""
-    actor = acting_user(user)
-    return OperatorAction.objects.create(
-        actor=actor, actor_username=actor.get_username() if actor else "", actor_user_id=str(actor.pk) if actor else "",
-        action=action, run=run, source=source, status_before=status_before,
-        status_after=status_after, reason=reason, operation_id=operation_id, detail=detail,
-    )
 
 
 def _field_errors(exc: ValidationError) -> dict[str, list[str]]:

@@ -13,10 +13,11 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from durable.audit import acting_user, audit
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.conf import durable_settings
 from durable.engine.tokens import new_token, token_hash, token_matches, token_prefix
 from durable.models import ApiToken
-from durable.services import Conflict, Forbidden, InvalidInput, acting_user, audit
 
 MANAGE = "durable.manage_apitoken"
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is written at most this often per token

@@ -1,9 +1,11 @@
-"""While the database is away: 503 with Retry-After, in JSON under the API and as a plain page elsewhere."""
+"""While the database is away: 503 with Retry-After, in JSON under the API and as a plain page elsewhere.
+
+DatabaseUnavailableMiddleware (durable/middleware.py) answers a view's database error with it; Django's
+handler500 (`server_error` here) one raised outside a view.
+"""
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -12,8 +14,6 @@ from django.utils.cache import add_never_cache_headers
 from django.views.defaults import server_error as django_server_error
 
 from durable.api.errors import is_api
-
-log = logging.getLogger("durable.web")
 
 # Connection refused or lost, a failover, a lock or statement timeout: all pass, so the client is told when to retry.
 DATABASE_AWAY = (OperationalError, InterfaceError)
@@ -33,22 +33,6 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     add_never_cache_headers(response)
     return response
-
-
-class DatabaseUnavailableMiddleware:
-    """Turns a database error raised by a view (console, API, login) into `database_unavailable`."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
-
-    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, DATABASE_AWAY):
-            return None
-        log.error("database unavailable while answering %s %s: %s", request.method, request.path, exception)
-        return database_unavailable(request)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -10,12 +10,13 @@ from django.db.models import Count, F
 from django.utils import timezone
 from pydantic import ValidationError
 
+from durable.audit import audit
+from durable.errors import Conflict, InvalidInput
 from durable.runtime import dispatch
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
-from durable.services import Conflict, InvalidInput, audit
 from durable.workflow import Workflow
 
 

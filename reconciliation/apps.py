@@ -7,6 +7,15 @@ class ReconciliationConfig(AppConfig):
 
     def ready(self) -> None:
         from durable.console.live import nav_count
+        from durable.console.search import add_finder
+        from durable.mounts import Mount, mount
+        from durable.runtime.sweeper import SweepTask, add_to_sweep
         from reconciliation.badge import unknown_badge
+        from reconciliation.search import operation_by_id
+        from reconciliation.sweeper import reconcile_stale
 
+        mount("reconciliation", Mount("reconciliation/", "reconciliation.urls", api_urls="reconciliation.api.urls"))
+        # Before approvals' task (order 20), as the sweeper has always run and reported them.
+        add_to_sweep("reconciliation", SweepTask(order=10, run=reconcile_stale, done="reconciled {} stale operation(s)"))
+        add_finder("reconciliation", operation_by_id)  # the console search finds an operation by its id
         nav_count(unknown_badge)  # every live screen's version counts the header's badge

@@ -8,22 +8,23 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from durable.audit import acting_user, audit
+from durable.errors import Conflict, InvalidInput, Unavailable
 from durable import logs, metrics
 from durable.runtime import dispatch
 from durable.downstream import Downstream, get_downstream
 from durable.engine.errors import classify
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
-from durable.services import Conflict, InvalidInput, Unavailable, acting_user, audit
 from durable.runtime.reconciler import Finding, look_up
 
 log = logging.getLogger("durable.reconciliation")
 
 SUCCEEDED, DID_NOT_HAPPEN = "succeeded", "did_not_happen"
 RETRY, FAIL = "retry", "fail"
-CANNOT_LOOK_UP = "cannot_look_up"
 
 
 def _target(outcome: str, external_ref: str, follow_up: str, reason: str) -> Op:
@@ -110,7 +111,7 @@ def ask_downstream(*, operation: SideEffect) -> Finding:
     downstream = get_downstream(operation.downstream)
     why_not = why_no_lookup(operation, downstream)
     if downstream is None or why_not:
-        return Finding(CANNOT_LOOK_UP, why_not)
+        return Finding(Decision.CANNOT_LOOK_UP, why_not)
     try:
         return look_up(operation, downstream)
     except Exception as exc:  # whatever the adapter raised, the operator can only ask again later

@@ -18,7 +18,8 @@ from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.scope import runs_in_scope
 from durable.signals import operator_event
-from durable.runtime.reconciler import NOT_FOUND, RETRY_SAME_KEY, Finding, investigate
+from durable.engine.ledger import Reconciliation as Decision
+from durable.runtime.reconciler import Finding, investigate
 
 log = logging.getLogger("durable.reconciliation")
 
@@ -62,14 +63,14 @@ def _reconcile(row: SideEffect, downstream: Downstream) -> int:
 
 
 def _settle(row: SideEffect, finding: Finding) -> int:
-    if finding.decision == RETRY_SAME_KEY:
+    if finding.decision is Decision.RETRY_SAME_KEY:
         return 0  # the run's own re-entry re-sends it with the same key
     if finding.found is not None:
         found = finding.found
         return _move(row, Op.SUCCEEDED, finding.decision, with_repair_noted(finding.evidence, found),
                      external_ref=found.external_ref,
                      result_json=found.result, response_hash=sha256_hex(canonical_json(found.result)))
-    if finding.decision == NOT_FOUND:
+    if finding.decision is Decision.NOT_FOUND:
         return _move(row, Op.FAILED_RETRYABLE, finding.decision, finding.evidence)
     evidence = f"{finding.evidence}; STARTED since {row.updated_at:%Y-%m-%d %H:%M:%S}"
     return _move(row, Op.UNKNOWN, finding.decision, evidence, last_error={"evidence": evidence})

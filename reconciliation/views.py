@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
+from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.conf import durable_settings
 from durable.console import live
 from durable.console.paging import page_marker
@@ -27,9 +28,9 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import contents_required
-from durable.services import Conflict, InvalidInput, Unavailable
 from reconciliation.forms import QueuePage, ResolveForm
-from durable.runtime.reconciler import NOT_FOUND, Finding
+from durable.engine.ledger import Reconciliation as Decision
+from durable.runtime.reconciler import Finding
 from reconciliation.selectors import (
     awaiting_reconciliation,
     operation_actions,
@@ -142,7 +143,7 @@ def _what_now(row: SideEffect) -> str:
 
 def _suggested(row: SideEffect, finding: Finding) -> ResolveForm | None:
     """A lookup's answer fills in the resolution form; the operator still checks it and decides."""
-    if row.status != Op.UNKNOWN or (finding.found is None and finding.decision != NOT_FOUND):
+    if row.status != Op.UNKNOWN or (finding.found is None and finding.decision is not Decision.NOT_FOUND):
         return None
     reason = f"asked {row.downstream} on {timezone.now():%Y-%m-%d %H:%M:%S %Z}: {finding.evidence}"
     if finding.found is None:

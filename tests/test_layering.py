@@ -1,4 +1,5 @@
-"""Which way imports go: production code never imports the tools, and no two modules import each other."""
+"""Which way imports go (docs/architecture.md): the engine imports only the standard library, the core imports
+no app built on it and no tool, production code never imports the tools, and no two modules import each other."""
 from __future__ import annotations
 
 import ast
@@ -15,6 +16,7 @@ from durable.tools.checks import check_fault_injection
 ROOT = Path(settings.BASE_DIR)
 APPS = ("durable", "approvals", "reconciliation")
 NOT_PRODUCTION = ("durable.tools", "durable.project")
+BUILT_ON_THE_CORE = ("approvals", "reconciliation")
 
 IMPORT_EVERY_PRODUCTION_MODULE = """
 import importlib, json, pkgutil, sys
@@ -108,7 +110,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_two_modules_import_each_other_even_through_others():
     graph = module_graph()
-    assert "durable.services" in graph["approvals.services"]  # the graph sees imports
+    assert "durable.audit" in graph["approvals.services"]  # the graph sees imports
     assert cycles(graph) == []
 
 
@@ -134,3 +136,77 @@ def test_a_process_with_fault_injection_armed_and_debug_off_fails_its_checks():
     env = {**os.environ, "DURABLE_FAULT_POINTS": "after_started", "DJANGO_DEBUG": "false"}
     out = subprocess.run([sys.executable, "manage.py", "check"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert out.returncode != 0 and "durable_tools.E001" in out.stderr
+
+
+def imported_names(path: Path, package: str) -> set[str]:
+    """Every module `path` imports, at the top or inside a function, relative imports resolved."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[:len(parts) - node.level + 1], *filter(None, [base])])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)  # `from durable import tools` names a module
+    return names
+
+
+def core_modules() -> dict[str, Path]:
+    """durable's own modules, without the tools and the standalone project (which may import anything)."""
+    found = {}
+    for path in (ROOT / "durable").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if not name.startswith(NOT_PRODUCTION) and "migrations" not in parts:
+            found[name] = path
+    return found
+
+
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def test_the_engine_imports_only_the_standard_library():
+    engine = {name: path for name, path in core_modules().items() if name.startswith("durable.engine")}
+    assert len(engine) > 15  # every engine module is read
+    offenders = {}
+    for name, path in engine.items():
+        outside = {target for target in imported_names(path, _package(name, path))
+                   if target.split(".")[0] not in sys.stdlib_module_names and not target.startswith("durable.engine")}
+        if outside:
+            offenders[name] = sorted(outside)
+    assert offenders == {}
+
+
+def test_the_core_imports_no_app_built_on_it_and_no_tool_not_even_inside_a_function():
+    offenders = {}
+    for name, path in core_modules().items():
+        banned = {target for target in imported_names(path, _package(name, path))
+                  if target.split(".")[0] in BUILT_ON_THE_CORE or target.startswith("durable.tools")}
+        if banned:
+            offenders[name] = sorted(banned)
+    assert offenders == {}
+
+
+def test_the_core_urls_include_no_app_by_its_dotted_name():
+    """`include("approvals.urls")` imports by string: the apps mount themselves (durable/mounts.py)."""
+    offenders = []
+    for name, path in core_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "include"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                    and (node.args[0].value.split(".")[0] in BUILT_ON_THE_CORE
+                         or node.args[0].value.startswith("durable.tools"))):
+                offenders.append((name, node.args[0].value))
+    assert offenders == []
+
+
+def test_the_layering_checks_see_what_they_forbid(tmp_path):
+    module = tmp_path / "late.py"
+    module.write_text("def later():\n    from approvals.gate import Gate\n    from . import sibling\n")
+    assert imported_names(module, "durable.runtime") == {"approvals.gate", "approvals.gate.Gate", "durable.runtime",
+                                                         "durable.runtime.sibling"}
+

@@ -16,7 +16,7 @@ from rest_framework.exceptions import APIException, PermissionDenied, Validation
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from durable import services
+from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from durable.labels import labelled
 
 
@@ -24,7 +24,7 @@ class ConflictError(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
 
-    def __init__(self, exc: services.Conflict) -> None:
+    def __init__(self, exc: Conflict) -> None:
         super().__init__({"detail": str(exc), "current_status": exc.current, **exc.extra})
 
 
@@ -38,13 +38,13 @@ def service_errors() -> Iterator[None]:
     """Wrap a service call made by an endpoint."""
     try:
         yield
-    except services.InvalidInput as exc:
+    except InvalidInput as exc:
         raise ValidationError(exc.errors) from None
-    except services.Conflict as exc:
+    except Conflict as exc:
         raise ConflictError(exc) from None
-    except services.Forbidden as exc:
+    except Forbidden as exc:
         raise PermissionDenied(str(exc)) from None
-    except services.Unavailable as exc:
+    except Unavailable as exc:
         raise UnavailableError(str(exc)) from None
 
 

@@ -111,7 +111,7 @@ def trail(request: HttpRequest) -> HttpResponse:
         "next_page": next_page_link(request, reverse("audit:trail"), found, PAGE, _marker),
         "export_url": _export_url(request),
     }
-    return fragment_or_page(request, "audit/_rows.html", "audit/trail.html", context)
+    return fragment_or_page(request, "durable/audit/_rows.html", "durable/audit/trail.html", context)
 
 
 def _marker(action: OperatorAction) -> str:

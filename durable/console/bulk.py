@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
+from durable.errors import InvalidInput
 from durable import bulk
 from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.conf import durable_settings
@@ -27,7 +28,6 @@ from durable.console.fields import TOO_LONG, ReasonField
 from durable.engine.states import RunStatus
 from durable.labels import LabelledForm
 from durable.models import Run
-from durable.services import InvalidInput
 
 VIEW = "durable.view_run"
 SHOWN = 20  # runs listed per outcome before "and N more"

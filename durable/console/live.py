@@ -3,7 +3,7 @@
 Every screen whose state can change marks the region that shows it `{% live_region %}` (durable/templatetags/
 live.py): htmx polls the page every DURABLE_CONSOLE_POLL_SECONDS and live.js sends the version the region shows
 as `If-None-Match`. The browser would never revalidate by itself, since every answer is `no-store`
-(durable/no_store.py); a header the page sets is passed through, and so is the 304. The view decorated with
+(NoStoreMiddleware, durable/middleware.py); a header the page sets is passed through, and so is the 304. The view decorated with
 `@live(state)` reads a cheap `state` (a few columns, a max(updated_at), counts), hashes it with the header's
 counts and the user into the version, and answers 304 when the region already shows it, before rendering
 anything. An answer that renders the region carries the version as its ETag and in the region itself.

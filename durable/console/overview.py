@@ -3,23 +3,22 @@
 Nothing here comes from process-local counters (Prometheus' totals since a restart): every number is
 a query, so two web processes show the same page and the numbers agree with the runs list's filters.
 Each query reads an index range, never every run: runs in flight by status, runs started or finished
-since the window's start (`run_created`, `run_finished`), decisions (`approval_decided`), prevented
-duplicates (`journal_duplicates`). durable_console_bench times it at 1,000,000 runs.
+since the window's start (`run_created`, `run_finished`), prevented duplicates (`journal_duplicates`).
+durable_console_bench times it at 1,000,000 runs. The apps built on the core add their sections with
+`add_section` from their ready() (approvals: requests waiting and decided, approvals/overview.py).
 """
 from __future__ import annotations
 
-import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from typing import Any
 
 from django.db.models import Count, QuerySet
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from approvals.models import ApprovalRequest
-from approvals.selectors import stuck_count
-from durable.conf import durable_settings
-from durable.engine.approvals import ApprovalStatus
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import JournalEntry, Run, SideEffect
@@ -28,8 +27,6 @@ HOURS = 24
 HOUR = timedelta(hours=1)
 IN_FLIGHT = [status for status in RunStatus if status not in TERMINAL]
 ENDED = [status for status in RunStatus if status in TERMINAL]
-DECIDED = [ApprovalStatus.APPROVED, ApprovalStatus.REJECTED]  # by people; expiry and invalidation are not decisions
-NEAR_EXPIRY = timedelta(hours=1)  # as the DurableApprovalNearExpiry alert (deploy/prometheus/durable-alerts.yml)
 BLOCKED_SHOWN = 5
 FAILURES_SHOWN = 10
 
@@ -49,9 +46,6 @@ class Hourly:
 @dataclass(frozen=True)
 class Now:
     in_flight: list[tuple[str, int]]  # every unfinished status, in the state machine's order, zeros included
-    pending_approvals: int
-    oldest_approval: ApprovalRequest | None  # the pending request asked longest ago
-    stuck_approvals: int  # pending over DURABLE_STUCK_APPROVAL_HOURS, or expiring within NEAR_EXPIRY
     unknown_operations: int
     blocked: list[Run]  # the newest runs blocked on their version
     failures: list[Run]  # the newest failed runs
@@ -67,35 +61,58 @@ class LastDay:
     started: Hourly
     finished: Hourly  # succeeded, failed or cancelled
     failed: Hourly
-    decided: Hourly  # approvals approved or rejected
-    median_wait: timedelta | None  # from asking to deciding, over the decisions counted
     duplicates_prevented: Hourly
+
+
+@dataclass(frozen=True)
+class Section:
+    """What an app adds to the overview: `read(since)` once per page (the last-day window starts at `since`),
+    shown by its templates in the "Waiting for people" list and as rows of the last-day table; `context`
+    gives the page what else it reads from it (approvals: the badge's count, so the page counts once)."""
+
+    read: Callable[[datetime], Any]
+    now_template: str
+    last_day_template: str
+    context: Callable[[Any], dict[str, Any]] = lambda read: {}
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One section as read for this page."""
+
+    section: Section
+    data: Any
+
+
+_sections: dict[str, Section] = {}
+
+
+def add_section(name: str, section: Section) -> None:
+    """Called from an app's ready(): its section shows in the order the apps were installed."""
+    _sections[name] = section
 
 
 @dataclass(frozen=True)
 class Overview:
     now: Now
     last_day: LastDay
+    sections: tuple[Shown, ...] = ()
 
-    @property
-    def pending_approvals(self) -> int:
-        return self.now.pending_approvals
+    def context(self) -> dict[str, Any]:
+        """What the sections give the page beside themselves."""
+        return {key: value for shown in self.sections for key, value in shown.section.context(shown.data).items()}
 
 
 def overview() -> Overview:
-    return Overview(now=state_now(), last_day=last_day())
+    day = last_day()
+    return Overview(now=state_now(), last_day=day,
+                    sections=tuple(Shown(section, section.read(day.since)) for section in _sections.values()))
 
 
 def state_now() -> Now:
     counts = _count_by(Run.objects.filter(status__in=IN_FLIGHT), "status")
-    pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
-    now = timezone.now()
     return Now(
         in_flight=[(status.value, counts.get(status, 0)) for status in IN_FLIGHT],
-        pending_approvals=pending.count(),
-        oldest_approval=pending.order_by("created_at", "id").only("id", "kind", "business_key", "created_at", "status", "decided_at").first(),
-        stuck_approvals=stuck_count(older_than=now - timedelta(hours=durable_settings.DURABLE_STUCK_APPROVAL_HOURS),
-                                    expiring_before=now + NEAR_EXPIRY),
         unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
         blocked=_newest(RunStatus.BLOCKED_VERSION, "updated_at") if counts.get(RunStatus.BLOCKED_VERSION) else [],
         failures=_newest(RunStatus.FAILED, "finished_at"),
@@ -110,23 +127,20 @@ def window_start(now: datetime | None = None) -> datetime:
 
 def last_day() -> LastDay:
     since = window_start()
-    started = _hourly(Run.objects.filter(created_at__gte=since), "created_at", since)
+    started = hourly(Run.objects.filter(created_at__gte=since), "created_at", since)
     # One read of the run_finished range for both: every run that ended, and those that failed.
     ended = _per_hour(Run.objects.filter(finished_at__gte=since, status__in=ENDED), "finished_at", since, "status")
-    decided = ApprovalRequest.objects.filter(decided_at__gte=since, status__in=DECIDED)
     duplicates = JournalEntry.objects.filter(kind=JournalEntry.Kind.DUPLICATE_PREVENTED, created_at__gte=since)
     return LastDay(
         since=since,
         started=Hourly("started", started),
         finished=Hourly("finished", [sum(counts.values()) for counts in ended]),
         failed=Hourly("failed", [counts.get(RunStatus.FAILED, 0) for counts in ended]),
-        decided=Hourly("approvals decided", _hourly(decided, "decided_at", since)),
-        median_wait=_median_wait(decided),
-        duplicates_prevented=Hourly("duplicates prevented", _hourly(duplicates, "created_at", since)),
+        duplicates_prevented=Hourly("duplicates prevented", hourly(duplicates, "created_at", since)),
     )
 
 
-def _hourly(rows: QuerySet, field: str, since: datetime) -> list[int]:
+def hourly(rows: QuerySet, field: str, since: datetime) -> list[int]:
     """Rows counted per clock hour of `field` (UTC), grouped by the database."""
     return [counts.get("", 0) for counts in _per_hour(rows, field, since)]
 
@@ -146,12 +160,6 @@ def _per_hour(rows: QuerySet, field: str, since: datetime, by: str = "") -> list
 def _count_by(rows: QuerySet, field: str) -> dict:
     # COUNT(*), not COUNT(id): an index alone can answer it (an index-only scan, no table reads).
     return dict(rows.order_by().values_list(field).annotate(n=Count("*")))
-
-
-def _median_wait(decided: QuerySet[ApprovalRequest]) -> timedelta | None:
-    # People decide a few hundred requests a day, not millions: their waits are read and sorted here.
-    waits = [decided_at - created_at for created_at, decided_at in decided.values_list("created_at", "decided_at")]
-    return statistics.median(waits) if waits else None
 
 
 def _newest(status: RunStatus, when: str) -> list[Run]:

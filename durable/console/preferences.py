@@ -10,9 +10,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from durable.errors import InvalidInput
 from durable.console import timezones
 from durable.labels import LabelledForm
-from durable.services import InvalidInput
 
 
 class PreferencesForm(LabelledForm, forms.Form):

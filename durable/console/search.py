@@ -4,12 +4,14 @@ A search names a run, an approval request (their UUIDs) or an operation (its 32-
 holds a fragment, in any case, of a run's business key or of one of the input fields its workflow
 declares searchable (`Workflow.searchable`). Fragments are matched in durable_runsearch, written once
 per run at its start (services.start_run): on Postgres a LIKE read from its trigram indexes, elsewhere
-a plain LIKE. What a searcher sees follows their own pages' rules: approvals with
-approvals.view_approvalrequest, operations and input fields under the contents rule.
+a plain LIKE. What a searcher sees follows their own pages' rules: input fields under the contents rule.
+The apps built on the core add what they find by id with `add_finder` from their ready(): approvals a
+request by its UUID (approvals/search.py), reconciliation an operation by its id (reconciliation/search.py).
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -19,16 +21,14 @@ from django.db.models import Q
 from django.urls import reverse
 from rest_framework import serializers
 
-from approvals.models import ApprovalRequest
 from durable.console.forms import read_page_marker
 from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.search import LINE, fold
-from durable.models import Run, RunSearch, SideEffect
+from durable.models import Run, RunSearch
 from durable.permissions import can_see_contents
 
 SHORTEST_FRAGMENT = 3  # a trigram index finds nothing shorter; two letters would match most runs anyway
 LONGEST = 200  # a business key's length
-VIEW_APPROVALS = "approvals.view_approvalrequest"
 OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
 LISTED = ("run__id", "run__workflow_name", "run__workflow_version", "run__business_key", "run__status",
           "run__created_at", "created_at", "business_key", "field_text", "fields")
@@ -77,6 +77,16 @@ class Found:
         return self.hits[0] if len(self.hits) == 1 and not self.more else None
 
 
+# Given the folded text and the searcher, a finder returns what it names exactly and the searcher may see.
+Finder = Callable[[str, AbstractBaseUser], list[Hit]]
+_finders: dict[str, Finder] = {}
+
+
+def add_finder(name: str, finder: Finder) -> None:
+    """Called from an app's ready(): its hits follow the runs' in the order the apps were installed."""
+    _finders[name] = finder
+
+
 def search(text: str, user: AbstractBaseUser, *, after: tuple[datetime, UUID] | None = None, size: int) -> Found:
     text = fold(text.strip())
     exact = [] if after is not None else _by_id(text, user)
@@ -87,10 +97,10 @@ def search(text: str, user: AbstractBaseUser, *, after: tuple[datetime, UUID] | 
 
 
 def _is_id(text: str) -> bool:
-    return _uuid(fold(text.strip())) is not None or bool(OPERATION_ID.fullmatch(fold(text.strip())))
+    return as_uuid(fold(text.strip())) is not None or bool(OPERATION_ID.fullmatch(fold(text.strip())))
 
 
-def _uuid(text: str) -> UUID | None:
+def as_uuid(text: str) -> UUID | None:
     try:
         return UUID(text)
     except ValueError:
@@ -99,19 +109,13 @@ def _uuid(text: str) -> UUID | None:
 
 def _by_id(text: str, user: AbstractBaseUser) -> list[Hit]:
     hits = []
-    as_uuid = _uuid(text)
-    if as_uuid is not None:
-        for run in Run.objects.filter(id=as_uuid).only("id", "workflow_name", "workflow_version", "business_key",
-                                                        "status", "created_at"):
+    run_id = as_uuid(text)
+    if run_id is not None:
+        for run in Run.objects.filter(id=run_id).only("id", "workflow_name", "workflow_version", "business_key",
+                                                       "status", "created_at"):
             hits.append(Hit("run", reverse("durable:run-detail", args=[run.id]), "run id", str(run.id), run))
-        if user.has_perm(VIEW_APPROVALS):
-            for approval in ApprovalRequest.objects.filter(id=as_uuid).select_related("run"):
-                hits.append(Hit("approval", reverse("approvals:detail", args=[approval.id]), "approval id",
-                                f"{approval.kind}, {approval.status}", approval.run))
-    if OPERATION_ID.fullmatch(text) and can_see_contents(user):
-        for operation in SideEffect.objects.filter(operation_id=text).select_related("run"):
-            hits.append(Hit("operation", reverse("reconciliation:operation", args=[operation.operation_id]),
-                            "operation id", f"{operation.action_name}, {operation.status}", operation.run))
+    for finder in _finders.values():
+        hits.extend(finder(text, user))
     return hits
 
 

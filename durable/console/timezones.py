@@ -1,4 +1,5 @@
-"""The operator's time zone: kept per user (OperatorPreferences), activated for each console request.
+"""The operator's time zone: kept per user (OperatorPreferences), activated for each console request
+(OperatorTimezoneMiddleware, durable/middleware.py).
 
 The zone is read once per session and kept in it, so a page costs no extra query. API answers stay
 in UTC (ISO 8601 with its offset): a client converts them itself.
@@ -6,18 +7,15 @@ in UTC (ISO 8601 with its offset): a client converts them itself.
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.signals import user_logged_in
-from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
+from django.http import HttpRequest
 
-from durable.api.errors import is_api
+from durable.errors import InvalidInput
 from durable.models import OperatorPreferences
-from durable.services import InvalidInput
 
 SESSION_KEY = "durable_time_zone"
 LABEL = "Time zone"
@@ -62,20 +60,3 @@ def adopt_browser_zone(sender: Any, request: HttpRequest | None, user: AbstractB
 
 def connect() -> None:
     user_logged_in.connect(adopt_browser_zone, dispatch_uid="durable.console.timezones")
-
-
-class OperatorTimezoneMiddleware:
-    """Render every console page in the operator's zone (below the session and authentication middleware)."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        zone = "" if is_api(request) else operator_zone(request)
-        if not zone:
-            return self.get_response(request)
-        timezone.activate(zoneinfo.ZoneInfo(zone))
-        try:
-            return self.get_response(request)
-        finally:
-            timezone.deactivate()

@@ -17,9 +17,9 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.labels import LabelledForm
 from durable.console.fields import ReasonField
-from durable.services import Conflict, Forbidden, InvalidInput
 from durable.tokens import MANAGE, create_token, revoke_token, token_lifetime, visible_tokens
 
 LISTED = 200

@@ -22,7 +22,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
-from durable.conf import durable_settings
+from durable.errors import Conflict, InvalidInput
 from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
 from durable.console import overview as console_overview
@@ -40,7 +40,6 @@ from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
 from durable.permissions import can_see_contents, contents_required
-from durable.services import Conflict, InvalidInput
 
 VIEW = "durable.view_run"
 PAGE = 50
@@ -62,9 +61,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     unchanged = live.not_modified(request, live.stamp(request, repr(found)))
     if unchanged:
         return unchanged
-    # pending_approvals also feeds the navigation badge, so the page counts once, not twice.
-    context = {"overview": found, "pending_approvals": found.pending_approvals, "metrics_url": metrics_url(),
-               "stuck_hours": durable_settings.DURABLE_STUCK_APPROVAL_HOURS}
+    context = {"overview": found, "metrics_url": metrics_url(), **found.context()}
     return live.tagged(fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context), request)
 
 

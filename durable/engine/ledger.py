@@ -102,11 +102,24 @@ def on_reentry(status: OperationStatus | str, *, resolved_by_hand: bool = False)
 
 
 class Reconciliation(StrEnum):
-    """How a STARTED (possibly sent) operation is settled (DESIGN invariant 3)."""
+    """How a STARTED (possibly sent) operation is settled, and what the reconciler decided (DESIGN invariant 3).
+
+    `reconciliation_for` chooses the path from the downstream's capabilities: RETRY_SAME_KEY, LOOK_UP or
+    UNKNOWN. A lookup ends FOUND or NOT_FOUND. Those four DECISIONS are what the journal and the
+    reconciliation_total metric record. CANNOT_LOOK_UP is an operator's question that no adapter can answer
+    (the resolution screen's), never a decision.
+    """
 
     RETRY_SAME_KEY = "retry_same_key"
     LOOK_UP = "look_up"
+    FOUND = "found"
+    NOT_FOUND = "not_found"
     UNKNOWN = "unknown"
+    CANNOT_LOOK_UP = "cannot_look_up"
+
+
+DECISIONS = frozenset({Reconciliation.RETRY_SAME_KEY, Reconciliation.FOUND, Reconciliation.NOT_FOUND,
+                       Reconciliation.UNKNOWN})
 
 
 def reconciliation_for(capabilities: Capabilities) -> Reconciliation:

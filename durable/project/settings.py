@@ -98,16 +98,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "durable.unavailable.DatabaseUnavailableMiddleware",  # first: the last to see a view's exception
+    "durable.middleware.DatabaseUnavailableMiddleware",  # first: the last to see a view's exception
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from any web process, no extra server
-    "durable.no_store.NoStoreMiddleware",  # below WhiteNoise: static files stay cacheable, pages never
+    "durable.middleware.NoStoreMiddleware",  # below WhiteNoise: static files stay cacheable, pages never
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "durable.role_audit.ActorMiddleware",
-    "durable.console.timezones.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)  # names who granted or removed a role in the audit trail
+    "durable.middleware.ActorMiddleware",  # names who granted or removed a role in the audit trail
+    "durable.middleware.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

@@ -16,6 +16,7 @@ from durable.downstream import Downstream
 from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError, refuse_unstorable
 from durable.engine.replay import ReplayCursor
+from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
 
@@ -95,12 +96,11 @@ class StepContext:
         Rejection raises `ApprovalRejected`. Give the approval a step of its own: the step
         runs again from its start once the decision is in.
         """
-        from approvals.gate import Ask, Gate  # the approvals app builds on the core
-
-        ask = Ask(kind, snapshot, approve, revalidate, expires_in, Path(on_invalid), Path(on_expiry), approvers)
-        gate = Gate(self._store, self._lease, self.run_id, self.step, self.workflow_name, self.workflow_version,
-                    self.business_key)
-        return gate.request(ask)
+        gate = approval_gate()  # the approvals app's, registered from its ready(); without it, a clear refusal
+        site = GateSite(self._store, self._lease, self.run_id, self.step, self.workflow_name, self.workflow_version,
+                        self.business_key)
+        return gate(site, ApprovalAsk(kind, snapshot, approve, revalidate, expires_in, Path(on_invalid),
+                                      Path(on_expiry), approvers))
 
     def side_effect(self, action: str, *, business_key: str, downstream: Downstream,
                     payload: dict[str, Any]) -> dict[str, Any]:

@@ -13,19 +13,17 @@ from typing import Any
 from durable import metrics
 from durable.runtime import ledger
 from durable.downstream import Downstream, Outcome
-from durable.engine.ledger import Reconciliation, reconciliation_for
+from durable.engine.ledger import Reconciliation as Decision
+from durable.engine.ledger import reconciliation_for
 from durable.runtime.heartbeat import lease_kept
 from durable.models import JournalEntry, SideEffect
 from durable.store import Lease, RunStore
-
-RETRY_SAME_KEY, FOUND, NOT_FOUND, UNKNOWN = "retry_same_key", "found", "not_found", "unknown"
-
 
 @dataclass(frozen=True)
 class Finding:
     """What is known of a STARTED operation, with the evidence for it."""
 
-    decision: str  # RETRY_SAME_KEY, FOUND, NOT_FOUND or UNKNOWN
+    decision: Decision  # RETRY_SAME_KEY, FOUND, NOT_FOUND or UNKNOWN
     evidence: str
     found: Outcome | None = None
 
@@ -33,19 +31,19 @@ class Finding:
 def investigate(row: SideEffect, downstream: Downstream) -> Finding:
     """Ask what the downstream's capabilities allow; may call its lookup (errors propagate)."""
     how = reconciliation_for(downstream.capabilities)
-    if how is Reconciliation.RETRY_SAME_KEY:
-        return Finding(RETRY_SAME_KEY, f"{downstream.name} honours Idempotency-Key {row.operation_id}")
-    if how is Reconciliation.LOOK_UP:
+    if how is Decision.RETRY_SAME_KEY:
+        return Finding(Decision.RETRY_SAME_KEY, f"{downstream.name} honours Idempotency-Key {row.operation_id}")
+    if how is Decision.LOOK_UP:
         return look_up(row, downstream)
-    return Finding(UNKNOWN, f"{downstream.name} neither honours idempotency keys nor can be looked up")
+    return Finding(Decision.UNKNOWN, f"{downstream.name} neither honours idempotency keys nor can be looked up")
 
 
 def look_up(row: SideEffect, downstream: Downstream) -> Finding:
     """The downstream's record of this operation, or its word that there is none (errors propagate)."""
     found = downstream.lookup(row.operation_id, row.business_key, row.payload or {})
     if found is not None:
-        return Finding(FOUND, f"{downstream.name} has {found.external_ref}", found)
-    return Finding(NOT_FOUND, f"{downstream.name} has no record: it never happened")
+        return Finding(Decision.FOUND, f"{downstream.name} has {found.external_ref}", found)
+    return Finding(Decision.NOT_FOUND, f"{downstream.name} has no record: it never happened")
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ class Settled:
     may_have_happened: bool = False  # re-sent with the same key without knowing: a refusal settles nothing
 
 
-def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: str, evidence: str, **extra: Any) -> None:
+def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: Decision, evidence: str, **extra: Any) -> None:
     """Record a decision in the run's journal and count it: each decision is journaled exactly once."""
     db.journal(lease, JournalEntry.Kind.RECONCILIATION, row.step, name=row.action_name,
                detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, **extra})
@@ -68,14 +66,14 @@ def reconcile_started(db: RunStore, lease: Lease, row: SideEffect, downstream: D
     """A worker met a STARTED operation (or an ambiguous answer): decide what is true."""
     with lease_kept(db, lease):  # a slow lookup must not let a second worker look up and send meanwhile
         finding = investigate(row, downstream)
-    if finding.decision == RETRY_SAME_KEY:
+    if finding.decision is Decision.RETRY_SAME_KEY:
         _journal(db, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=None, may_have_happened=True)
     if finding.found is not None:
         ledger.commit_success(db, lease, row, finding.found, evidence=f"found by lookup on {downstream.name}")
         _journal(db, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=finding.found)
-    if finding.decision == NOT_FOUND:
+    if finding.decision is Decision.NOT_FOUND:
         _journal(db, lease, row, finding.decision, f"{finding.evidence}; sending")
         return Settled(outcome=None)
     evidence = f"{finding.evidence}; the request may have been applied (attempt {row.attempts})"

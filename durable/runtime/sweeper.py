@@ -1,6 +1,7 @@
 """The sweeper: finds runs a worker must pick up again and re-enqueues them.
 
-It also expires approvals past their deadline and settles stale operations.
+Each beat first runs what the apps built on the core add to it (approvals expires requests past their
+deadline, reconciliation settles stale operations), registered with `add_to_sweep` from their ready().
 Messages can be lost or duplicated; the database is what says what must run. A run whose
 lease expired (its worker died), whose retry is due, or that sat PENDING past a grace
 period (its message was lost) is sent again. Duplicates are harmless: the lease decides.
@@ -10,6 +11,7 @@ the runs the tool created (durable.scope).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -71,29 +73,42 @@ def sweep(limit: int = 1000) -> list[UUID]:
 
 
 @dataclass(frozen=True)
+class SweepTask:
+    """Work an app adds to each beat: `run` returns how many things it settled, `done` says it ("expired {}
+    approval(s)"). Tasks run in `order`, before the runs are re-sent, so a run they wake goes in the same beat."""
+
+    order: int
+    run: Callable[[], int]
+    done: str
+
+
+_tasks: dict[str, SweepTask] = {}
+
+
+def add_to_sweep(name: str, task: SweepTask) -> None:
+    """Called from an app's ready(); the name keeps a second registration from running the work twice."""
+    _tasks[name] = task
+
+
+@dataclass(frozen=True)
 class SweepReport:
-    reconciled: int
-    expired_approvals: int
+    settled: tuple[tuple[SweepTask, int], ...]  # what each app's task did
     enqueued: int
     notifications: int = 0  # deliveries (digests included) sent to the workers
 
     def __str__(self) -> str:
-        return (f"reconciled {self.reconciled} stale operation(s), expired {self.expired_approvals} approval(s), "
-                f"re-enqueued {self.enqueued} run(s), sent {self.notifications} notification(s) to the workers")
+        return ", ".join([*(task.done.format(count) for task, count in self.settled),
+                          f"re-enqueued {self.enqueued} run(s)",
+                          f"sent {self.notifications} notification(s) to the workers"])
 
 
 def sweep_all() -> SweepReport:
-    """One beat of the sweeper: settle stale operations, expire approvals (and warn of those about to), re-send
-    due runs and due notifications."""
-    from approvals.services import expire_due, warn_expiring  # the apps that build on the core
-    from reconciliation.sweeper import reconcile_stale
-
-    reconciled = reconcile_stale()
-    expired = expire_due()
-    warn_expiring()
+    """One beat of the sweeper: the apps' tasks (settle stale operations, expire approvals), then re-send due
+    runs and due notifications."""
+    settled = tuple((task, task.run()) for task in sorted(_tasks.values(), key=lambda task: task.order))
     enqueued = len(sweep())
     notified = notifications.sweep()
-    return SweepReport(reconciled, len(expired), enqueued, notified.digests + notified.resent)
+    return SweepReport(settled, enqueued, notified.digests + notified.resent)
 
 
 def turn_scope() -> str:

@@ -48,7 +48,7 @@ def _worker_loop() -> None:
         try:
             if durable_settings.DURABLE_WORKER_SWEEPS and take_turn(worker_id(), period):
                 report = sweep_all()
-                if report.enqueued or report.reconciled or report.expired_approvals:
+                if report.enqueued or any(count for _, count in report.settled):
                     log.info("swept: %s", report)
             if time.monotonic() - seen_at >= fleet.PROCESS_BEAT_SECONDS:
                 fleet.seen("worker")

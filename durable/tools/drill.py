@@ -19,6 +19,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from durable.errors import Conflict
 from durable import services
 from durable.runtime.dispatch import drop_queue
 from durable.downstream import get_downstream
@@ -283,7 +284,7 @@ def cancel_unsettled(run_ids: list[UUID]) -> None:
         try:
             services.cancel_run(run_id=run_id, user=None, source="command",
                                 reason="durable_drill: the cell timed out; the run is kept as evidence")
-        except services.Conflict:
+        except Conflict:
             pass  # it settled meanwhile
 
 

@@ -9,11 +9,11 @@ from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import expire_due
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable import services
 from durable.engine.approvals import snapshot_hash
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
-from durable.services import Conflict, Forbidden, InvalidInput
 from tests.approvals.flow import decide, waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import advance

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
+from durable.errors import Conflict
 from durable import OnActiveBusinessKey, Workflow, services
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Checkpoint, Run
@@ -69,7 +70,7 @@ def test_the_policy_is_per_workflow_and_business_key():
 
 def test_a_refusing_workflow_answers_a_conflict_naming_the_active_run(refusing):
     first, _ = start_refusing()
-    with pytest.raises(services.Conflict) as exc:
+    with pytest.raises(Conflict) as exc:
         start_refusing()
     assert exc.value.current == RunStatus.PENDING and exc.value.extra == {"active_run": str(first.id)}
     assert str(first.id) in str(exc.value) and "on_active_business_key=refuse" in str(exc.value)
@@ -81,7 +82,7 @@ def test_a_failed_run_retried_while_another_run_of_its_key_is_active_is_a_confli
     Run.objects.filter(id=failed.id).update(status=RunStatus.FAILED)
     active, created = start_refusing()
     assert created
-    with pytest.raises(services.Conflict) as exc:
+    with pytest.raises(Conflict) as exc:
         services.retry_run(run_id=failed.id, user=None, source="test")
     assert str(active.business_key) in str(exc.value)
     assert Run.objects.get(id=failed.id).status == RunStatus.FAILED
@@ -147,7 +148,7 @@ def test_concurrent_starts_of_one_business_key_create_one_run(monkeypatch, polic
         barrier.wait()  # every thread past its checks at once: only the constraint can stop the second INSERT
         try:
             answers.append(start_refusing("order-race"))
-        except services.Conflict as exc:
+        except Conflict as exc:
             answers.append(exc)
         finally:
             connections.close_all()
@@ -164,4 +165,4 @@ def test_concurrent_starts_of_one_business_key_create_one_run(monkeypatch, polic
     if policy is OnActiveBusinessKey.RETURN_EXISTING:
         assert all(isinstance(a, tuple) and a[0].id == run.id for a in others)
     else:
-        assert all(isinstance(a, services.Conflict) and a.extra == {"active_run": str(run.id)} for a in others)
+        assert all(isinstance(a, Conflict) and a.extra == {"active_run": str(run.id)} for a in others)

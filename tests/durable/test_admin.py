@@ -5,8 +5,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from approvals.models import ApprovalDecision, ApprovalRequest
+from durable.audit import audit
 from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
-from durable.services import audit
 from tests.durable.claims import advance, start_claim
 from tests.audit import operator_actions
 

@@ -6,9 +6,9 @@ from django.db.models import ProtectedError
 from django.test import Client
 from rest_framework.test import APIClient
 
+from durable.audit import audit
 from durable.models import AppendOnly, OperatorAction
 from durable.roles import ROLES
-from durable.services import audit
 from tests.audit import operator_actions
 from tests.conftest import user_with_roles
 from tests.durable.claims import start_claim

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from durable.errors import InvalidInput
 from durable import bulk, services
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
@@ -113,9 +114,9 @@ def test_more_runs_than_the_limit_is_refused_naming_it(operator, settings):
     settings.DURABLE_BULK_LIMIT = 2
     runs = [run_in(RunStatus.FAILED, business_key=str(i)) for i in range(3)]
     before = written()
-    with pytest.raises(services.InvalidInput) as by_id:
+    with pytest.raises(InvalidInput) as by_id:
         bulk.perform(action="retry", selection=by_ids(*runs), user=operator, source="api", reason="r")
-    with pytest.raises(services.InvalidInput) as by_filter:
+    with pytest.raises(InvalidInput) as by_filter:
         bulk.plan(action="retry", selection=bulk.Selection.by_filter(Run.objects.filter(status=RunStatus.FAILED)))
     assert "3 runs were chosen" in by_id.value.errors["run_ids"][0]
     assert "more than 2 runs match" in by_filter.value.errors["filter"][0]

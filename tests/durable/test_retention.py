@@ -7,9 +7,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from durable.audit import audit
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.retention import prune
-from durable.services import audit
 from tests.durable.claims import advance, start_claim
 from tests.audit import operator_actions
 

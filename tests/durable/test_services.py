@@ -4,6 +4,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from durable.errors import Conflict, InvalidInput
 from durable import services
 from durable.tools.demo.claims_agent import claims_agent_v2 as claims_agent
 from durable.engine.states import TERMINAL, RunStatus
@@ -75,7 +76,7 @@ def test_start_run_enqueues_the_run_only_once_the_transaction_commits(django_cap
 
 
 def test_unknown_workflow_is_invalid_input_naming_the_workflow():
-    with pytest.raises(services.InvalidInput) as exc:
+    with pytest.raises(InvalidInput) as exc:
         services.start_run(workflow="no-such-workflow", input={}, business_key="k")
     assert list(exc.value.errors) == ["workflow"]
     assert "no-such-workflow" in exc.value.errors["workflow"][0]
@@ -83,7 +84,7 @@ def test_unknown_workflow_is_invalid_input_naming_the_workflow():
 
 
 def test_bad_input_is_invalid_input_with_field_errors_and_writes_nothing():
-    with pytest.raises(services.InvalidInput) as exc:
+    with pytest.raises(InvalidInput) as exc:
         start_claim(input={"order_id": "1001", "customer_message": ""})
     errors = exc.value.errors["input"]
     assert set(errors) == {"order_id", "customer_message"}
@@ -92,7 +93,7 @@ def test_bad_input_is_invalid_input_with_field_errors_and_writes_nothing():
 
 
 def test_missing_input_field_is_named_in_the_errors():
-    with pytest.raises(services.InvalidInput) as exc:
+    with pytest.raises(InvalidInput) as exc:
         start_claim(input={"order_id": "ORD-1"})
     assert list(exc.value.errors["input"]) == ["customer_message"]
     assert Run.objects.count() == 0
@@ -102,7 +103,7 @@ def test_missing_input_field_is_named_in_the_errors():
 @pytest.mark.parametrize("note, problem", [("a\x00b", "NUL"), ("an LLM wrote \ud800", "lone surrogate")])
 def test_input_the_database_cannot_store_is_invalid_input_naming_the_field_and_writes_nothing(note, problem):
     # The API's fields refuse it already; a caller in Python (a host app, another workflow) gets the same answer.
-    with pytest.raises(services.InvalidInput) as exc:
+    with pytest.raises(InvalidInput) as exc:
         services.start_run(workflow="test-customer-order", business_key="c-1",
                            input={"customer_email": "ada@example.com", "order_id": "ORD-1", "note": note})
     [message] = exc.value.errors["input"]["note"]
@@ -111,7 +112,7 @@ def test_input_the_database_cannot_store_is_invalid_input_naming_the_field_and_w
 
 
 def test_a_business_key_the_database_cannot_store_is_invalid_input():
-    with pytest.raises(services.InvalidInput) as exc:
+    with pytest.raises(InvalidInput) as exc:
         services.start_run(workflow="test-trivial", input={}, business_key="ORD-\x00")
     assert list(exc.value.errors) == ["business_key"] and "NUL" in exc.value.errors["business_key"][0]
     assert Run.objects.count() == 0
@@ -126,11 +127,11 @@ def test_the_same_request_with_the_same_idempotency_key_returns_the_first_run():
 
 def test_the_same_idempotency_key_for_a_different_request_is_a_conflict():
     first, _ = start_claim(idempotency_key="req-1")
-    with pytest.raises(services.Conflict) as exc:
+    with pytest.raises(Conflict) as exc:
         start_claim(idempotency_key="req-1", business_key="another-key")
     assert exc.value.current == RunStatus.PENDING
     assert str(first.id) in str(exc.value)
-    with pytest.raises(services.Conflict):
+    with pytest.raises(Conflict):
         start_claim(idempotency_key="req-1", input={**CLAIM, "customer_message": "something else"})
     assert Run.objects.count() == 1
 
@@ -157,7 +158,7 @@ def test_cancel_is_allowed_from_every_status_that_has_not_ended(status):
 @pytest.mark.parametrize("status", sorted(TERMINAL))
 def test_cancel_of_an_ended_run_is_a_conflict_naming_its_status(status):
     run = run_in(status)
-    with pytest.raises(services.Conflict) as exc:
+    with pytest.raises(Conflict) as exc:
         services.cancel_run(run_id=run.id, user=None, source="test")
     assert exc.value.current == status
     assert status in str(exc.value)
@@ -223,7 +224,7 @@ def test_retry_makes_a_waiting_or_failed_run_pending_again_from_scratch_attempts
 @pytest.mark.parametrize("status", sorted(set(RunStatus) - {RunStatus.WAITING_RETRY, RunStatus.FAILED}))
 def test_retry_from_any_other_status_is_a_conflict_naming_it(status):
     run = run_in(status)
-    with pytest.raises(services.Conflict) as exc:
+    with pytest.raises(Conflict) as exc:
         services.retry_run(run_id=run.id, user=None, source="test")
     assert exc.value.current == status and status in str(exc.value)
     assert Run.objects.get(id=run.id).status == status
@@ -254,7 +255,7 @@ def test_resume_makes_a_blocked_run_pending_and_clears_its_error():
 @pytest.mark.parametrize("status", sorted(set(RunStatus) - {RunStatus.BLOCKED_VERSION}))
 def test_resume_from_any_other_status_is_a_conflict_naming_it(status):
     run = run_in(status)
-    with pytest.raises(services.Conflict) as exc:
+    with pytest.raises(Conflict) as exc:
         services.resume_run(run_id=run.id, user=None, source="test")
     assert exc.value.current == status and status in str(exc.value)
     assert not operator_actions().exists()

@@ -5,6 +5,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from durable.errors import Conflict, InvalidInput
 from durable import services, versions
 from durable.runtime import executor
 from durable.checks import unregistered_versions_in_flight
@@ -133,7 +134,7 @@ def test_a_declared_migration_moves_a_blocked_run_to_the_new_version_audited(mon
 
 def test_a_migration_is_refused_where_the_old_position_has_no_mapping(monkeypatch, operator):
     run = blocked_v1_run(monkeypatch, position="c")
-    with pytest.raises(services.Conflict, match="maps no step for this run's position 'c'"):
+    with pytest.raises(Conflict, match="maps no step for this run's position 'c'"):
         versions.migrate_run(run_id=run.id, to_version=2, user=operator, source="test")
     run.refresh_from_db()
     assert (run.status, run.workflow_version) == (RunStatus.BLOCKED_VERSION, 1)
@@ -144,7 +145,7 @@ def test_a_migrated_state_the_database_cannot_store_is_refused_and_nothing_moves
     run = blocked_v1_run(monkeypatch, position="b")
     deploy(vw.build(2, ("a", "risk", "b", "c"), state=vw.StateV2, migrations=[
         Migration(from_version=1, step_map={"b": "risk"}, upcast=lambda s: {**s, "risk": "un\x00known"})]))
-    with pytest.raises(services.Conflict, match="the migrated state cannot be stored: field risk must not contain NUL"):
+    with pytest.raises(Conflict, match="the migrated state cannot be stored: field risk must not contain NUL"):
         versions.migrate_run(run_id=run.id, to_version=2, user=operator, source="test")
     run.refresh_from_db()
     assert (run.status, run.workflow_version, run.checkpoints.count()) == (RunStatus.BLOCKED_VERSION, 1, 1)
@@ -153,11 +154,11 @@ def test_a_migration_needs_a_declared_migration_and_a_blocked_run(monkeypatch, o
     running = start_v1()
     run = blocked_v1_run(monkeypatch)
     deploy(vw.build(3, ("a", "b", "c")))
-    with pytest.raises(services.Conflict, match="declares no migration from v1"):
+    with pytest.raises(Conflict, match="declares no migration from v1"):
         versions.migrate_run(run_id=run.id, to_version=3, user=operator, source="test")
-    with pytest.raises(services.InvalidInput):
+    with pytest.raises(InvalidInput):
         versions.migrate_run(run_id=run.id, to_version=9, user=operator, source="test")
-    with pytest.raises(services.Conflict, match="only runs blocked on their version"):
+    with pytest.raises(Conflict, match="only runs blocked on their version"):
         versions.migrate_run(run_id=running.id, to_version=2, user=operator, source="test")
 
 

@@ -1,7 +1,7 @@
 """An operator settles an UNKNOWN operation (invariant 4); the run then continues from its checkpoint."""
 import pytest
 
-from durable import services
+from durable.errors import Conflict, InvalidInput
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
@@ -102,7 +102,7 @@ def test_did_not_happen_with_fail_fails_the_step_and_the_run_without_sending(dem
 def test_only_an_unknown_operation_is_resolved_by_hand(demo, resolver):
     run, _ = needs_attention(demo)
     refund = SideEffect.objects.get(run=run, action_name="refund")
-    with pytest.raises(services.Conflict) as refused:
+    with pytest.raises(Conflict) as refused:
         resolve(refund, resolver, outcome="did_not_happen", follow_up="retry")
     assert refused.value.current == Op.SUCCEEDED
     assert "not UNKNOWN" in str(refused.value)
@@ -113,7 +113,7 @@ def test_only_an_unknown_operation_is_resolved_by_hand(demo, resolver):
 def test_an_operation_is_resolved_once(demo, resolver):
     _, row = needs_attention(demo)
     resolve(row, resolver, outcome="succeeded", external_ref="ntf-1")
-    with pytest.raises(services.Conflict) as refused:
+    with pytest.raises(Conflict) as refused:
         resolve(row, resolver, outcome="did_not_happen", follow_up="fail")
     assert refused.value.current == Op.SUCCEEDED
     assert operator_actions().count() == 1
@@ -129,7 +129,7 @@ def test_an_operation_is_resolved_once(demo, resolver):
 ])
 def test_a_resolution_without_what_it_needs_is_refused_naming_the_field(demo, resolver, fields, field):
     run, row = needs_attention(demo)
-    with pytest.raises(services.InvalidInput) as refused:
+    with pytest.raises(InvalidInput) as refused:
         resolve(row, resolver, **fields)
     assert field in refused.value.errors
     assert SideEffect.objects.get(pk=row.pk).status == Op.UNKNOWN

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from durable.errors import Conflict, InvalidInput
 from durable.models import ApiToken
-from durable.services import Conflict, InvalidInput
 from durable.tokens import create_token, revoke_token
 
 

@@ -46,8 +46,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "durable.role_audit.ActorMiddleware",  # names who granted or removed a role in durable's audit trail
-    "durable.console.timezones.OperatorTimezoneMiddleware",  # console times in each operator's zone
+    "durable.middleware.ActorMiddleware",  # names who granted or removed a role in durable's audit trail
+    "durable.middleware.OperatorTimezoneMiddleware",  # console times in each operator's zone
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # the console's views answer htmx requests with fragments

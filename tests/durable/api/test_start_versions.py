@@ -2,9 +2,9 @@
 import pytest
 from rest_framework.test import APIClient
 
+from durable.errors import Forbidden, InvalidInput
 from durable import services
 from durable.models import Run
-from durable.services import Forbidden, InvalidInput
 from tests.conftest import make_user
 from tests.audit import operator_actions
 

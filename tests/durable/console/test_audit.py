@@ -12,6 +12,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.html import strip_tags
 
+from durable.audit import audit
 from durable import services
 from durable.engine.states import RunStatus
 from durable.models import OperatorAction, Run
@@ -51,7 +52,7 @@ def trail():
     cancelled, retried = new_run("ORD-1"), failed_run("ORD-2")
     services.cancel_run(run_id=cancelled.id, user=alice, source="console", reason="duplicate order")
     services.retry_run(run_id=retried.id, user=bob, source="api", reason="payments is back")
-    services.audit(user=bob, action="resolve_operation", run=retried, operation_id=OPERATION, source="console",
+    audit(user=bob, action="resolve_operation", run=retried, operation_id=OPERATION, source="console",
                    status_before="UNKNOWN", status_after="SUCCEEDED", reason="=seen in the outbox",
                    detail={"external_ref": "ntf-1", "outcome": "succeeded"})
     return {"cancelled": cancelled, "retried": retried}
@@ -161,7 +162,7 @@ def test_a_date_range_keeps_the_actions_of_those_days(auditor, trail, monkeypatc
     now = timezone.now()
     with monkeypatch.context() as past:  # the trail is append-only: an old action is written in the past
         past.setattr(timezone, "now", lambda: now - timedelta(days=10))
-        services.audit(user=None, action="expire", run=trail["cancelled"], source="command", status_before="PENDING",
+        audit(user=None, action="expire", run=trail["cancelled"], source="command", status_before="PENDING",
                        status_after="FAILED", reason="ten days ago")
     today = timezone.localdate()
     html = auditor.get(trail_url(since=today - timedelta(days=1), until=today)).content.decode()

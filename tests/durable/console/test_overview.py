@@ -104,9 +104,9 @@ def test_approvals_decided_in_the_last_day_are_counted_with_their_median_wait(de
     _, pending = waiting_claim("ORD-1003")
     ApprovalRequest.objects.filter(id=pending.id).update(created_at=timezone.now() - timedelta(hours=3))
     response = client_for(lead).get(overview_url())
-    day, now = response.context["overview"].last_day, response.context["overview"].now
-    assert day.decided.total == 2 and round(day.median_wait.total_seconds() / 60) == 30
-    assert now.pending_approvals == 1 and now.oldest_approval.id == pending.id
+    [approvals] = [shown.data for shown in response.context["overview"].sections]  # approvals/overview.py
+    assert approvals.decided.total == 2 and round(approvals.median_wait.total_seconds() / 60) == 30
+    assert approvals.pending == 1 and approvals.oldest.id == pending.id
     html = response.content.decode()
     assert '<small class="median-wait">median wait 30 min</small>' in html
     assert re.search(rf'<dd class="oldest-approval"><a href="{reverse("approvals:detail", args=[pending.id])}">'
@@ -218,14 +218,15 @@ def test_the_overview_is_first_in_the_navigation_and_where_login_lands(viewer):
 
 def test_stuck_approvals_are_those_waiting_long_or_about_to_expire(demo):
     from approvals.models import ApprovalRequest
-    from durable.console.overview import state_now
+    from approvals.overview import read
+    from durable.console.overview import window_start
 
     _, old = waiting_claim("ORD-1001")
     _, soon = waiting_claim("ORD-1003")
-    assert state_now().stuck_approvals == 0
+    assert read(window_start()).stuck == 0
     ApprovalRequest.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(hours=25))
     ApprovalRequest.objects.filter(id=soon.id).update(expires_at=timezone.now() + timedelta(minutes=30))
-    assert state_now().stuck_approvals == 2
+    assert read(window_start()).stuck == 2
 
 
 def test_the_overview_links_to_the_metrics_page(viewer):

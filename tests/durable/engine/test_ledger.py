@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from durable.engine.errors import AmbiguousOutcome, is_ambiguous
 from durable.engine.ledger import (
+    DECISIONS,
     OP_TRANSITIONS,
     Capabilities,
     OperationStatus,
@@ -138,6 +139,12 @@ def test_reconciliation_follows_what_the_downstream_promises(keys, lookup, how):
 
 def test_a_downstream_that_promises_nothing_is_reconciled_as_unknown():
     assert reconciliation_for(Capabilities()) is Reconciliation.UNKNOWN
+
+
+def test_the_decisions_recorded_are_where_a_path_ends_never_the_path_to_a_lookup():
+    assert DECISIONS == {Reconciliation.RETRY_SAME_KEY, Reconciliation.FOUND, Reconciliation.NOT_FOUND,
+                         Reconciliation.UNKNOWN}
+    assert {str(decision) for decision in DECISIONS} == {"retry_same_key", "found", "not_found", "unknown"}
 
 
 # What a call that raised leaves behind
