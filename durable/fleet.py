@@ -1,9 +1,9 @@
 """The processes running against this database (web and worker), and which workflows each has loaded.
 
 Each process writes one row (durable.models.Process) when it starts: a worker when Celery says it
-is ready, a web process at its first request served by a real server. A worker's sweeper thread
-refreshes its row's `last_seen` every PROCESS_BEAT_SECONDS. Nothing is written per request or per
-step. What it serves: an error that a workflow is not registered can say which processes have not
+is ready, a web process at its first request served by a real server. Each refreshes its row's
+`last_seen` every PROCESS_BEAT_SECONDS (a worker from its sweeper thread, a web process at the
+first request after that long). Nothing is written per request or per step. What it serves: an error that a workflow is not registered can say which processes have not
 loaded it and which have, so the operator knows what to restart (new workflow modules need every
 process restarted, web included).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -77,17 +78,29 @@ def forget_gone() -> int:
 
 
 def connect_web() -> None:
-    """Record a web process at the first request a real server hands it (the test client is not one)."""
-    request_started.connect(_first_request, dispatch_uid="durable-fleet-web")
+    """Record a web process at the first request a real server hands it (the test client is not one), and
+    refresh its last_seen at most every PROCESS_BEAT_SECONDS after: a clock read per request, no write."""
+    request_started.connect(_web_request, dispatch_uid="durable-fleet-web")
 
 
-def _first_request(sender: Any, environ: dict[str, Any] | None = None, scope: dict[str, Any] | None = None,
-                   **_: Any) -> None:
+_web_seen_at: list[float] = []  # when this web process last wrote its row (monotonic)
+
+
+def _web_request(sender: Any, environ: dict[str, Any] | None = None, scope: dict[str, Any] | None = None,
+                 **_: Any) -> None:
     served = (environ or {}).get("SERVER_SOFTWARE") or ((scope or {}).get("server") or ("testserver",))[0] != "testserver"
-    if not served:
+    now = time.monotonic()
+    if not served or (_web_seen_at and now - _web_seen_at[0] < PROCESS_BEAT_SECONDS):
         return
-    request_started.disconnect(dispatch_uid="durable-fleet-web")
-    record(Process.Kind.WEB)
+    first = not _web_seen_at
+    _web_seen_at[:] = [now]
+    if first:
+        record(Process.Kind.WEB)
+        return
+    try:
+        seen(Process.Kind.WEB)
+    except DatabaseError:  # never fail a request over it; the next beat tries again
+        log.warning("could not refresh this web process's row in durable_process", exc_info=True)
 
 
 def not_loaded_here(name: str) -> str:
@@ -99,7 +112,7 @@ def not_loaded_here(name: str) -> str:
               if any(entry.split("@")[0] == name for entry in row.workflows)]
     here = f"no workflow named {name!r} is registered in this {kind + ' ' if kind else ''}process, {me}"
     if not having:
-        return (f"{here}, nor in any worker seen in the last {LIVE_WITHIN.seconds} s. Add the module that "
+        return (f"{here}, nor in any process seen in the last {LIVE_WITHIN.seconds} s. Add the module that "
                 "registers it to DURABLE_WORKFLOW_MODULES (or an installed app's workflows.py) and restart every "
                 "process, web and workers (docs/workflows.md)")
     names = ", ".join(f"{row.kind} {row.hostname}:{row.pid}" for row in having[:5])

@@ -432,9 +432,9 @@ from durable.notifications.models import (  # noqa: E402,F401
 class Process(models.Model):
     """A web or worker process that started against this database, and the workflows it loaded.
 
-    Written when the process starts, and by a worker's sweeper thread every PROCESS_BEAT_SECONDS
-    (last_seen), never per request: it is how an error can say which processes lack a workflow
-    (durable/fleet.py) and how docs/operations.md's `durable_processes` view finds a stale one.
+    Written when the process starts and every PROCESS_BEAT_SECONDS after (last_seen), never per request
+    or step (durable/fleet.py): it is how an error can say which processes lack a workflow and which
+    to restart, and how an operator sees in the admin what is running (docs/operations.md).
     """
 
     class Kind(models.TextChoices):

@@ -6,7 +6,6 @@ import socket
 from datetime import timedelta
 
 import pytest
-from django.core.signals import request_started
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -21,8 +20,10 @@ pytestmark = pytest.mark.django_db
 def unrecorded():
     """This test process has recorded itself as nothing yet (fleet remembers the kind it recorded)."""
     fleet._recorded_as.clear()
+    fleet._web_seen_at.clear()
     yield
     fleet._recorded_as.clear()
+    fleet._web_seen_at.clear()
 
 
 def worker_row(hostname: str, pid: int, workflows: list[str], seen_ago: float = 1.0) -> Process:
@@ -49,17 +50,20 @@ def test_a_workers_beat_refreshes_last_seen_and_gone_processes_are_forgotten_aft
     assert list(Process.objects.values_list("hostname", flat=True)) == [socket.gethostname()]
 
 
-def test_a_web_process_records_itself_at_its_first_request_from_a_real_server_only():
+def test_a_web_process_records_itself_at_its_first_request_from_a_real_server_and_beats_at_most_every_15_s():
     # The receiver alone: request_started's other receivers would close the test's database connection.
-    fleet.connect_web()
-    try:
-        fleet._first_request(sender=None, environ={"PATH_INFO": "/"})  # the test client: no server software
-        assert not Process.objects.exists()
-        fleet._first_request(sender=None, environ={"SERVER_SOFTWARE": "gunicorn/23.0.0"})
-        assert Process.objects.get(pid=os.getpid()).kind == "web"
-        assert not request_started.disconnect(dispatch_uid="durable-fleet-web")  # once: it let go of the signal
-    finally:
-        fleet.connect_web()
+    fleet._web_request(sender=None, environ={"PATH_INFO": "/"})  # the test client: no server software
+    assert not Process.objects.exists()
+    gunicorn = {"SERVER_SOFTWARE": "gunicorn/23.0.0"}
+    fleet._web_request(sender=None, environ=gunicorn)
+    row = Process.objects.get(pid=os.getpid())
+    assert row.kind == "web"
+    Process.objects.update(last_seen=row.last_seen - timedelta(minutes=1))
+    fleet._web_request(sender=None, environ=gunicorn)  # within the beat: no write
+    assert Process.objects.get(pid=os.getpid()).last_seen < row.last_seen
+    fleet._web_seen_at[0] -= fleet.PROCESS_BEAT_SECONDS
+    fleet._web_request(sender=None, environ=gunicorn)
+    assert Process.objects.get(pid=os.getpid()).last_seen >= row.last_seen
 
 
 def test_an_unknown_workflow_names_the_live_workers_that_have_it_and_what_to_restart():
@@ -75,7 +79,7 @@ def test_an_unknown_workflow_names_the_live_workers_that_have_it_and_what_to_res
 
 def test_an_unknown_workflow_no_process_has_says_to_add_its_module_and_restart_everything():
     message = fleet.not_loaded_here("refunds")
-    assert "nor in any worker seen in the last" in message and "DURABLE_WORKFLOW_MODULES" in message
+    assert "nor in any process seen in the last" in message and "DURABLE_WORKFLOW_MODULES" in message
 
 
 def test_an_api_start_of_a_workflow_this_web_process_lacks_answers_400_naming_the_workers_that_have_it():
