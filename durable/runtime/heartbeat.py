@@ -44,7 +44,8 @@ IDLE_WAKE_SECONDS = 1.0  # how often the idle thread looks for beats falling due
 
 
 class Heartbeat:
-    """One call's claim on the lease: renewed every `interval` seconds by the process's heartbeat thread."""
+    """A claim on the lease, for one call or for as long as a run is held: renewed every `interval` seconds by
+    the process's heartbeat thread (only when nothing else renewed it, with `when_stale`)."""
 
     def __init__(self, db: RunStore, lease: Lease, *, interval: float | None = None, when_stale: bool = False) -> None:
         self.db = db

@@ -64,7 +64,7 @@ class Recoveries:
         ordered = sorted(self.seconds)
         p99 = ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]  # nearest rank: the largest below 100 kills
         return [f"recovery after SIGKILL, default settings (DURABLE_LEASE_SECONDS {lease:g}, "
-                f"DURABLE_SWEEP_SECONDS {sweep:g}), 2 workers, no beat: {len(ordered)} kills",
+                f"DURABLE_SWEEP_SECONDS {sweep:g}), 2 workers, no beat: {len(ordered)} kill{'s' if len(ordered) != 1 else ''}",
                 f"  SIGKILL -> resumed  p50 {statistics.median(ordered):.1f} s, p99 {p99:.1f} s, "
                 f"min {ordered[0]:.1f} s, max {ordered[-1]:.1f} s",
                 "  every run finished, each step checkpointed once"]
