@@ -70,7 +70,7 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DecisionOutcome:
     level: str  # "success" or "error"
     message: str
     current: Facts | None = None  # a conflict's current values beside the snapshot
@@ -125,13 +125,13 @@ def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _answer(request, approval, HTTPStatus.BAD_REQUEST, form=form,
-                       outcome=Outcome("error", "Nothing was decided: the form is incomplete."))
+                       outcome=DecisionOutcome("error", "Nothing was decided: the form is incomplete."))
     try:
         decided = services.decide(request_id=approval.id, user=request.user, source="console", http_request=request,
                                   **form.cleaned_data)
     except tuple(REFUSALS) as exc:
         return _refused(request, approval, form, exc)
-    outcome = Outcome("success", _what_now(decided))
+    outcome = DecisionOutcome("success", _what_now(decided))
     if request.htmx:
         return _answer(request, decided, HTTPStatus.OK, outcome=outcome)
     messages.success(request, outcome.message)
@@ -144,12 +144,12 @@ def _refused(request: HttpRequest, approval: ApprovalRequest, form: DecisionForm
         for name, errors in exc.errors.items():
             form.add_error(name if name in form.fields else None, errors)
         return _answer(request, approval, status, form=form,
-                       outcome=Outcome("error", "Nothing was decided: correct the form and decide again."))
+                       outcome=DecisionOutcome("error", "Nothing was decided: correct the form and decide again."))
     approval.refresh_from_db()  # a conflict may have closed it (invalidated, decided by someone else)
     extra = exc.extra if isinstance(exc, Conflict) else {}
     current = extra.get("current_values")
-    outcome = Outcome("error", str(exc), newer_request=extra.get("newer_request"),
-                      current=_compare(approval.snapshot, current, [], fresh=True) if current is not None else None)
+    compared = _compare(approval.snapshot, current, [], fresh=True) if current is not None else None
+    outcome = DecisionOutcome("error", str(exc), newer_request=extra.get("newer_request"), current=compared)
     # After a refusal the panel offers a reload, not the same form: the approver should look again first.
     retry = isinstance(exc, Unavailable)
     return _answer(request, approval, status, form=form if retry else None, offer_form=retry, outcome=outcome)
@@ -189,7 +189,7 @@ def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: An
 
 
 def _panel(request: HttpRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
-           outcome: Outcome | None = None, offer_form: bool = True) -> dict[str, Any]:
+           outcome: DecisionOutcome | None = None, offer_form: bool = True) -> dict[str, Any]:
     why_not = services.why_not_decide(approval, request.user) if approval.is_open else ""
     return {
         "approval": approval,

@@ -13,7 +13,7 @@ REPAIRED = ("the downstream's answer held what the database cannot store (a NUL,
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DownstreamOutcome:
     """What a downstream said it did: its own reference and the result to record.
 
     The action has happened, so its answer is recorded whatever it holds: what the database cannot store
@@ -32,7 +32,11 @@ class Outcome:
             object.__setattr__(self, "repaired", True)
 
 
-def with_repair_noted(evidence: str, outcome: Outcome) -> str:
+# The name adapters written before the rename import: the same class (docs/embedding.md, "Paths that moved").
+Outcome = DownstreamOutcome
+
+
+def with_repair_noted(evidence: str, outcome: DownstreamOutcome) -> str:
     """The evidence recorded with an operation's success, saying when its answer had to be repaired."""
     if not outcome.repaired:
         return evidence
@@ -54,9 +58,9 @@ class Downstream(Protocol):
     capabilities: Capabilities
     client_retries: int
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome: ...
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome: ...
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         """The external record of this operation, or None when it provably never happened."""
         ...
 

@@ -22,7 +22,7 @@ from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.conf import durable_settings
 from durable.console import live
 from durable.console.paging import page_marker
-from durable.console.rendering import Outcome, fragment_or_page, next_page_link
+from durable.console.rendering import ActionOutcome, fragment_or_page, next_page_link
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
@@ -113,8 +113,8 @@ def resolve(request: HttpRequest, operation_id: str) -> HttpResponse:
         return _refused(request, row, form)
     except Conflict as exc:
         row.refresh_from_db()  # show what it is now; no form, since it needs no resolution any more
-        return _resolution_answer(request, row, HTTPStatus.CONFLICT, outcome=Outcome("error", str(exc)))
-    outcome = Outcome("success", _what_now(resolved))
+        return _resolution_answer(request, row, HTTPStatus.CONFLICT, outcome=ActionOutcome("error", str(exc)))
+    outcome = ActionOutcome("success", _what_now(resolved))
     if request.htmx:
         return _resolution_answer(request, resolved, HTTPStatus.OK, outcome=outcome)
     messages.success(request, outcome.message)
@@ -127,7 +127,7 @@ def _page_after(request: HttpRequest) -> tuple[Any, str] | None:
 
 
 def _refused(request: HttpRequest, row: SideEffect, form: ResolveForm) -> HttpResponse:
-    outcome = Outcome("error", "Nothing was resolved: correct the form and resolve again.")
+    outcome = ActionOutcome("error", "Nothing was resolved: correct the form and resolve again.")
     return _resolution_answer(request, row, HTTPStatus.BAD_REQUEST, form=form, outcome=outcome)
 
 
@@ -190,7 +190,7 @@ def _lookup_panel(row: SideEffect, *, finding: Finding | None = None, error: str
 
 
 def _resolution_panel(request: HttpRequest, row: SideEffect, *, form: ResolveForm | None = None,
-                      outcome: Outcome | None = None) -> dict[str, Any]:
+                      outcome: ActionOutcome | None = None) -> dict[str, Any]:
     return {
         "actions": operation_actions(row),
         "can_resolve": row.status == Op.UNKNOWN and request.user.has_perm(RESOLVE),

@@ -11,7 +11,7 @@ from django.utils.cache import patch_vary_headers
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ActionOutcome:
     """What an action did, shown in the panel it was asked from."""
 
     level: str  # "success" or "error"

@@ -31,7 +31,7 @@ from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ActionForm, RunsQuery, page_marker
 from durable.console.live_states import run_state, runs_state
 from durable.console.rendering import (
-    Outcome,
+    ActionOutcome,
     fragment_or_page,
     next_page_link,
     page_link,
@@ -127,9 +127,9 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
         return _incomplete(request, run, action, form)
     except Conflict as exc:
         run.refresh_from_db()  # show what the run is now, and only the actions that status allows
-        return _answer(request, run, HTTPStatus.CONFLICT, outcome=Outcome("error", f"{capfirst(str(exc))}."))
+        return _answer(request, run, HTTPStatus.CONFLICT, outcome=ActionOutcome("error", f"{capfirst(str(exc))}."))
     if request.htmx:
-        return _answer(request, run, HTTPStatus.OK, outcome=Outcome("success", done))
+        return _answer(request, run, HTTPStatus.OK, outcome=ActionOutcome("success", done))
     messages.success(request, done)
     return redirect("durable:run-detail", run.id)
 
@@ -138,7 +138,7 @@ def _incomplete(request: HttpRequest, run: Run, action: str, form: ActionForm) -
     """A 400 with the form and its errors, opened, so the operator corrects it and confirms again."""
     first = next(str(error) for errors in form.errors.values() for error in errors)
     return _answer(request, run, HTTPStatus.BAD_REQUEST, forms={action: form},
-                   outcome=Outcome("error", f"Nothing was done: {first}"))
+                   outcome=ActionOutcome("error", f"Nothing was done: {first}"))
 
 
 def _answer(request: HttpRequest, run: Run, status: HTTPStatus, **panel: Any) -> HttpResponse:
@@ -165,7 +165,7 @@ def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, A
 
 
 def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | None = None,
-           outcome: Outcome | None = None) -> dict[str, Any]:
+           outcome: ActionOutcome | None = None) -> dict[str, Any]:
     forms = forms or {}
     offered = [(action, forms.get(action.name) or action.form(run)) for action in offered_actions(run, request.user)]
     return {"run": run, "offered": offered, "outcome": outcome}

@@ -22,7 +22,7 @@ from durable.notifications.channels import Result
 from durable.notifications.models import DeliveryAttempt, NotificationDelivery, NotificationEvent
 
 Status = NotificationDelivery.Status
-Outcome = DeliveryAttempt.Outcome
+AttemptOutcome = DeliveryAttempt.Outcome
 
 
 @dataclass(frozen=True)
@@ -74,22 +74,22 @@ def record(taken: Claim, result: Result) -> float | None:
     outcome = _outcome(taken, result)
     delay = retry_delay(taken.attempt, first=durable_settings.DURABLE_NOTIFY_RETRY_SECONDS)
     fields = {
-        Outcome.SENT: {"status": Status.SENT, "sent_at": now, "last_error": ""},
-        Outcome.RETRY: {"status": Status.PENDING, "next_attempt_at": now + timedelta(seconds=delay),
-                        "enqueued_at": now, "last_error": result.error},
-        Outcome.FAILED: {"status": Status.FAILED, "last_error": result.error},
+        AttemptOutcome.SENT: {"status": Status.SENT, "sent_at": now, "last_error": ""},
+        AttemptOutcome.RETRY: {"status": Status.PENDING, "next_attempt_at": now + timedelta(seconds=delay),
+                               "enqueued_at": now, "last_error": result.error},
+        AttemptOutcome.FAILED: {"status": Status.FAILED, "last_error": result.error},
     }[outcome]
     with transaction.atomic():
         DeliveryAttempt.objects.filter(delivery_id=taken.delivery_id, number=taken.attempt).update(
             finished_at=now, outcome=outcome, status_code=result.status_code, error=result.error)
         held = NotificationDelivery.objects.filter(id=taken.delivery_id, fencing_token=taken.token,
                                                    status=Status.SENDING).update(lease_expires_at=None, **fields)
-    return delay if held and outcome == Outcome.RETRY else None
+    return delay if held and outcome == AttemptOutcome.RETRY else None
 
 
 def _outcome(taken: Claim, result: Result) -> str:
     if result.sent:
-        return Outcome.SENT
+        return AttemptOutcome.SENT
     if result.retryable and taken.attempt < durable_settings.DURABLE_NOTIFY_MAX_ATTEMPTS:
-        return Outcome.RETRY
-    return Outcome.FAILED
+        return AttemptOutcome.RETRY
+    return AttemptOutcome.FAILED

@@ -22,7 +22,8 @@ from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
-from durable.store import Lease, RunStore, store
+from durable.store import Lease, RunStore
+from durable.store import store as backend_store
 from durable.workflow import Workflow
 
 log = logging.getLogger("durable.executor")  # the name operators filter on, kept across the move to runtime/
@@ -33,7 +34,7 @@ def worker_id() -> str:
 
 
 @dataclass
-class Outcome:
+class AdvanceOutcome:
     """What one call of `advance` did, for the task and for tests."""
 
     claimed: bool
@@ -42,32 +43,32 @@ class Outcome:
     retry_in: float | None = None
 
 
-def advance(run_id: UUID | str, *, owner: str | None = None, db: RunStore | None = None) -> Outcome:
+def advance(run_id: UUID | str, *, owner: str | None = None, store: RunStore | None = None) -> AdvanceOutcome:
     """Claim the run's lease and run its steps until it finishes, waits or its time slice ends.
 
-    `db` is the backend's run store unless given (the benchmark passes one that times its calls).
+    `store` is the backend's run store unless given (the benchmark passes one that times its calls).
     """
-    db = db or store()
+    store = store or backend_store()
     with logs.bound(run_id=str(run_id)):
-        claimed = db.claim(run_id, owner or worker_id(), durable_settings.DURABLE_LEASE_SECONDS)
+        claimed = store.claim(run_id, owner or worker_id(), durable_settings.DURABLE_LEASE_SECONDS)
         if claimed is None:
-            return Outcome(claimed=False)
+            return AdvanceOutcome(claimed=False)
         lease, run = claimed
-        with logs.bound(workflow=run.workflow_name, version=run.workflow_version), heartbeat.kept_alive(db, lease):
-            return _advance_claimed(db, lease, run)
+        with logs.bound(workflow=run.workflow_name, version=run.workflow_version), heartbeat.kept_alive(store, lease):
+            return _advance_claimed(store, lease, run)
 
 
-def _advance_claimed(db: RunStore, lease: Lease, run: Run) -> Outcome:
+def _advance_claimed(store: RunStore, lease: Lease, run: Run) -> AdvanceOutcome:
     if lease.resuming:
         metrics.run_resumed(run.workflow_name, run.workflow_version, lease.waited_seconds)
     try:
-        workflow = _pinned_workflow(db, lease, run)
+        workflow = _pinned_workflow(store, lease, run)
         if workflow is None:
-            return Outcome(claimed=True)
-        return _run_steps(db, lease, run, workflow)
+            return AdvanceOutcome(claimed=True)
+        return _run_steps(store, lease, run, workflow)
     except LeaseLost:
         log.warning("lease lost; stopping without writing")
-        return Outcome(claimed=True)
+        return AdvanceOutcome(claimed=True)
 
 
 def run_contract(run: Run) -> Contract:
@@ -76,7 +77,7 @@ def run_contract(run: Run) -> Contract:
                     {name: getattr(run, name) for name in PINNABLE})
 
 
-def _pinned_workflow(db: RunStore, lease: Lease, run: Run) -> Workflow | None:
+def _pinned_workflow(store: RunStore, lease: Lease, run: Run) -> Workflow | None:
     """The replay contract, checked before any step runs: same version, shape and pinned releases."""
     try:
         workflow: Workflow | None = registry.get(run.workflow_name, run.workflow_version)
@@ -85,22 +86,22 @@ def _pinned_workflow(db: RunStore, lease: Lease, run: Run) -> Workflow | None:
     refusal = check_contract(run_contract(run), workflow.as_contract() if workflow else None,
                              workflow.pinned if workflow else ())
     if refusal is not None:
-        block(db, lease, run, run.current_step, refusal)
+        block(store, lease, run, run.current_step, refusal)
         return None
     return workflow
 
 
-def block(db: RunStore, lease: Lease, run: Run, step: str, refusal: Refusal,
+def block(store: RunStore, lease: Lease, run: Run, step: str, refusal: Refusal,
           kind: str = JournalEntry.Kind.CONTRACT_BLOCKED) -> None:
     """Stop the run in BLOCKED_VERSION (counted as a version mismatch, by the refusal's kind)."""
-    db.block(lease, step, kind, refusal.as_json())
+    store.block(lease, step, kind, refusal.as_json())
     metrics.run_blocked(run.workflow_name, run.workflow_version, refusal.kind)
     log.warning("run blocked on its version: %s", refusal.message)
 
 
-def _restore(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> tuple[BaseModel, str] | None:
+def _restore(store: RunStore, lease: Lease, run: Run, workflow: Workflow) -> tuple[BaseModel, str] | None:
     """The state at the newest checkpoint and the step to run next, or None when it cannot be read back."""
-    point = db.resume_point(lease)
+    point = store.resume_point(lease)
     try:
         readable = upcast(point.state, point.state_schema_version, workflow.checkpoint_schema_version,
                           workflow.upcasters)
@@ -110,22 +111,22 @@ def _restore(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> tuple[
         readable = Refusal("schema_unreadable", f"checkpoint #{point.seq} (schema v{point.state_schema_version}) "
                                                 f"cannot be read as {workflow.state.__name__}: {exc}")
     metrics.checkpoint_unreadable(run.workflow_name, run.workflow_version)
-    block(db, lease, run, point.next_step, readable)
+    block(store, lease, run, point.next_step, readable)
     return None
 
 
-def _run_steps(db: RunStore, lease: Lease, run: Run, workflow: Workflow) -> Outcome:
-    restored = _restore(db, lease, run, workflow)
+def _run_steps(store: RunStore, lease: Lease, run: Run, workflow: Workflow) -> AdvanceOutcome:
+    restored = _restore(store, lease, run, workflow)
     if restored is None:
-        return Outcome(claimed=True)
+        return AdvanceOutcome(claimed=True)
     state, step_name = restored
-    recorded = db.recorded_calls(lease)  # each step runs at most once per task, so this stays true
-    with db.overlapping():  # a step's write may be in flight while the next step runs
-        return _step_loop(db, lease, run, workflow, state, step_name, recorded)
+    recorded = store.recorded_calls(lease)  # each step runs at most once per task, so this stays true
+    with store.overlapping():  # a step's write may be in flight while the next step runs
+        return _step_loop(store, lease, run, workflow, state, step_name, recorded)
 
 
-def _step_loop(db: RunStore, lease: Lease, run: Run, workflow: Workflow, state: BaseModel, step_name: str,
-               recorded: dict[str, list[RecordedCall]]) -> Outcome:
+def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, state: BaseModel, step_name: str,
+               recorded: dict[str, list[RecordedCall]]) -> AdvanceOutcome:
     attempt = run.attempt
     deadline = time.monotonic() + durable_settings.DURABLE_TIME_SLICE_SECONDS
     done = 0
@@ -133,7 +134,7 @@ def _step_loop(db: RunStore, lease: Lease, run: Run, workflow: Workflow, state: 
         with logs.bound(step=step_name, attempt=attempt):
             ctx = StepContext(
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
-                workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=db,
+                workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
                 cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
                 side_effects=workflow.get_step(step_name).side_effects,
             )
@@ -144,27 +145,27 @@ def _step_loop(db: RunStore, lease: Lease, run: Run, workflow: Workflow, state: 
             except LeaseLost:
                 raise
             except AwaitingApproval:  # the request and the wait are committed; nothing holds a worker now
-                return Outcome(claimed=True, steps=done)
+                return AdvanceOutcome(claimed=True, steps=done)
             except ReplayContractViolation as exc:
-                block(db, lease, run, step_name, Refusal("replay_violation", str(exc)),
+                block(store, lease, run, step_name, Refusal("replay_violation", str(exc)),
                       JournalEntry.Kind.REPLAY_VIOLATION)
-                return Outcome(claimed=True, steps=done)
+                return AdvanceOutcome(claimed=True, steps=done)
             except NeedsAttention as exc:
-                db.needs_attention(lease, step_name, {"kind": "unknown_side_effect", "message": str(exc),
-                                                      "operation_id": exc.operation_id})
+                store.needs_attention(lease, step_name, {"kind": "unknown_side_effect", "message": str(exc),
+                                                         "operation_id": exc.operation_id})
                 log.warning("run needs attention: %s", exc)
-                return Outcome(claimed=True, steps=done)
+                return AdvanceOutcome(claimed=True, steps=done)
             except Exception as exc:  # classified below: the one retry owner is this layer
-                return _handle_step_error(db, lease, workflow, step_name, attempt, exc, done)
+                return _handle_step_error(store, lease, workflow, step_name, attempt, exc, done)
             done += 1
             if next_step is None:
-                db.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
-                return Outcome(claimed=True, steps=done)
-            db.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
+                store.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
+                return AdvanceOutcome(claimed=True, steps=done)
+            store.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
         step_name, attempt = next_step, 0
         if time.monotonic() >= deadline:
-            db.release(lease)  # let other runs have this worker; the task re-enqueues us
-            return Outcome(claimed=True, steps=done, requeue=True)
+            store.release(lease)  # let other runs have this worker; the task re-enqueues us
+            return AdvanceOutcome(claimed=True, steps=done, requeue=True)
 
 
 def _execute_step(workflow: Workflow, step_name: str, ctx: StepContext, state: BaseModel) -> BaseModel:
@@ -192,35 +193,36 @@ def _what_to_write(workflow: Workflow, step_name: str, state: BaseModel, *, last
     return state_json, output
 
 
-def _handle_step_error(db: RunStore, lease: Lease, workflow: Workflow, step: str, attempt: int,
-                       exc: Exception, done: int) -> Outcome:
+def _handle_step_error(store: RunStore, lease: Lease, workflow: Workflow, step: str, attempt: int,
+                       exc: Exception, done: int) -> AdvanceOutcome:
     verdict = classify(exc) if not isinstance(exc, ValidationError) else classify(TypeError(str(exc)))
     attempts_made = attempt + 1
     policy = workflow.retry_policy_for(step)
     error = {**verdict.as_json(), "step": step, "attempt": attempts_made}
     if verdict.retryable and policy.allows_another(attempts_made):
         delay = policy.delay(attempts_made, retry_after=verdict.retry_after)
-        db.schedule_retry(lease, step, attempts_made, delay, error)
+        store.schedule_retry(lease, step, attempts_made, delay, error)
         metrics.retry_scheduled(workflow.name, workflow.version)
         log.info("step %s failed (%s); retry %d in %.2fs", step, verdict.kind, attempts_made + 1, delay)
-        return Outcome(claimed=True, steps=done, retry_in=delay)
+        return AdvanceOutcome(claimed=True, steps=done, retry_in=delay)
     if verdict.retryable:
         error["exhausted"] = True
-    _give_up(db, lease, step, attempts_made, error, verdict.message)
+    _give_up(store, lease, step, attempts_made, error, verdict.message)
     if verdict.retryable:
         metrics.retries_exhausted(workflow.name, workflow.version)
     else:
         metrics.failed_for_good(workflow.name, workflow.version)
-    return Outcome(claimed=True, steps=done)
+    return AdvanceOutcome(claimed=True, steps=done)
 
 
-def _give_up(db: RunStore, lease: Lease, step: str, attempts_made: int, error: dict[str, Any], message: str) -> None:
+def _give_up(store: RunStore, lease: Lease, step: str, attempts_made: int, error: dict[str, Any], message: str) -> None:
     """Fail the run, unless an operation it started may have happened: then an operator must look first."""
-    unsure = side_effects.mark_unsettled_unknown(db, lease, f"step {step} gave up: {message}")
+    unsure = side_effects.mark_unsettled_unknown(store, lease, f"step {step} gave up: {message}")
     if unsure:  # never report as failed what may have happened (invariant 4)
-        db.needs_attention(lease, step, {**error, "kind": "unknown_side_effect", "operation_id": unsure[0],
-                                         "message": f"gave up with operation(s) {', '.join(unsure)} of unknown outcome"})
+        message = f"gave up with operation(s) {', '.join(unsure)} of unknown outcome"
+        store.needs_attention(lease, step, {**error, "kind": "unknown_side_effect", "operation_id": unsure[0],
+                                            "message": message})
         log.warning("step %s gave up with operation(s) %s of unknown outcome", step, ", ".join(unsure))
         return
-    db.fail(lease, step, attempts_made, error)
+    store.fail(lease, step, attempts_made, error)
     log.info("step %s failed for good: %s", step, message)

@@ -1,5 +1,8 @@
-"""The side-effect ledger's writes, each fenced by the run's lease. Prepare and the moves go
-through the run store: one statement each on Postgres, one transaction elsewhere."""
+"""The side-effect ledger's moves: a row from one status to the next, each fenced by the run's lease.
+
+The boundary that calls them in order (Prepare, which creates the row, then STARTED, SUCCEEDED or a
+failure) is durable/runtime/side_effects.py; which moves are allowed is durable/engine/ledger.py's rule.
+Each goes through the run store: one statement on Postgres, one transaction elsewhere."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +12,9 @@ from django.db import transaction
 from django.db.models import F
 
 from durable import metrics
-from durable.downstream import REPAIRED, Outcome, with_repair_noted
-from durable.engine.errors import OperationConflict, RetryableError
-from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
+from durable.downstream import REPAIRED, DownstreamOutcome, with_repair_noted
+from durable.engine.errors import RetryableError
+from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.notifications import EventKind
 from durable.models import JournalEntry, SideEffect
@@ -31,28 +34,11 @@ class StaleOperation(RetryableError):
         super().__init__(message, kind="concurrent_ledger_change")
 
 
-def prepare(db: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,
-            payload: dict[str, Any]) -> SideEffect:
-    """Prepare: the id, the request hash and the ledger row. Nothing is sent."""
-    op_id = operation_id(str(lease.run_id), action, business_key)
-    req_hash = request_hash(payload)
-    row, created = db.prepare_operation(lease, {
-        "operation_id": op_id, "run_id": lease.run_id, "step": step, "action_name": action,
-        "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
-    })
-    if not created and row.request_hash != req_hash:
-        raise OperationConflict(
-            f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
-            f"and is now asked with {req_hash}; a changed request needs a new business key"
-        )
-    return row
-
-
-def _move(db: RunStore, lease: Lease, row: SideEffect, sources: set[Op], target: Op, journal: dict[str, Any] | None,
+def _move(store: RunStore, lease: Lease, row: SideEffect, sources: set[Op], target: Op, journal: dict[str, Any] | None,
           *, count_attempt: bool = False, **fields: Any) -> None:
     detail = None if journal is None else {"operation_id": row.operation_id, "status": target.value, **journal}
-    moved_at = db.move_operation(lease, row, frozenset(sources), target, journal=detail, count_attempt=count_attempt,
-                                 **fields)
+    moved_at = store.move_operation(lease, row, frozenset(sources), target, journal=detail, count_attempt=count_attempt,
+                                    **fields)
     if moved_at is None:
         raise StaleOperation(f"operation {row.operation_id} is no longer in {sorted(sources)}")
     # The row is what the conditional UPDATE made it: no need to read it back.
@@ -61,40 +47,41 @@ def _move(db: RunStore, lease: Lease, row: SideEffect, sources: set[Op], target:
         setattr(row, name, value)
 
 
-def mark_started(db: RunStore, lease: Lease, row: SideEffect) -> None:
+def mark_started(store: RunStore, lease: Lease, row: SideEffect) -> None:
     """Committed before the downstream is called: from here on, a crash is a STARTED row."""
-    _move(db, lease, row, {Op.PENDING, Op.STARTED, Op.FAILED_RETRYABLE}, Op.STARTED, None, count_attempt=True)
+    _move(store, lease, row, {Op.PENDING, Op.STARTED, Op.FAILED_RETRYABLE}, Op.STARTED, None, count_attempt=True)
 
 
-def commit_success(db: RunStore, lease: Lease, row: SideEffect, outcome: Outcome, *, evidence: str = "") -> None:
+def commit_success(store: RunStore, lease: Lease, row: SideEffect, outcome: DownstreamOutcome, *,
+                   evidence: str = "") -> None:
     evidence = with_repair_noted(evidence, outcome)
     if outcome.repaired:
         log.warning("operation %s (%s): %s", row.operation_id, row.action_name, REPAIRED)
     result = canonical_json(outcome.result)
-    _move(db, lease, row, {Op.STARTED}, Op.SUCCEEDED,
+    _move(store, lease, row, {Op.STARTED}, Op.SUCCEEDED,
           {"external_ref": outcome.external_ref, **({"evidence": evidence} if evidence else {})},
           external_ref=outcome.external_ref, result_json=outcome.result, response_hash=sha256_hex(result),
           last_error=None)
 
 
-def mark_failed(db: RunStore, lease: Lease, row: SideEffect, *, retryable: bool, error: dict[str, Any]) -> None:
+def mark_failed(store: RunStore, lease: Lease, row: SideEffect, *, retryable: bool, error: dict[str, Any]) -> None:
     target = Op.FAILED_RETRYABLE if retryable else Op.FAILED_FINAL
-    _move(db, lease, row, {Op.STARTED}, target, {"error": error}, last_error=error)
+    _move(store, lease, row, {Op.STARTED}, target, {"error": error}, last_error=error)
 
 
-def mark_unknown(db: RunStore, lease: Lease, row: SideEffect, *, evidence: str) -> None:
+def mark_unknown(store: RunStore, lease: Lease, row: SideEffect, *, evidence: str) -> None:
     """The one place a worker marks an operation UNKNOWN (the sweeper has its own, reconciliation.sweeper)."""
     with transaction.atomic():  # the event is recorded with the move (one statement on Postgres otherwise)
-        _move(db, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
+        _move(store, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
         operator_event.send(mark_unknown, kind=EventKind.OPERATION_UNKNOWN,
                             run_id=row.run_id, subject=row.operation_id, occurrence=row.attempts, detail=row.notice)
     metrics.operation_unknown(row.action_name)
     log.warning("operation %s (%s) is UNKNOWN: %s", row.operation_id, row.action_name, evidence)
 
 
-def count_prevented_duplicate(db: RunStore, lease: Lease, row: SideEffect) -> None:
+def count_prevented_duplicate(store: RunStore, lease: Lease, row: SideEffect) -> None:
     with transaction.atomic():
-        db.fence(lease)
+        store.fence(lease)
         SideEffect.objects.filter(operation_id=row.operation_id).update(duplicates_prevented=F("duplicates_prevented") + 1)
-        db.journal(lease, JournalEntry.Kind.DUPLICATE_PREVENTED, row.step, name=row.action_name,
-                   detail={"operation_id": row.operation_id, "external_ref": row.external_ref})
+        store.journal(lease, JournalEntry.Kind.DUPLICATE_PREVENTED, row.step, name=row.action_name,
+                      detail={"operation_id": row.operation_id, "external_ref": row.external_ref})

@@ -12,7 +12,7 @@ from typing import Any
 
 from durable import metrics
 from durable.runtime import ledger
-from durable.downstream import Downstream, Outcome
+from durable.downstream import Downstream, DownstreamOutcome
 from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.ledger import reconciliation_for
 from durable.runtime.heartbeat import lease_kept
@@ -25,7 +25,7 @@ class Finding:
 
     decision: Decision  # RETRY_SAME_KEY, FOUND, NOT_FOUND or UNKNOWN
     evidence: str
-    found: Outcome | None = None
+    found: DownstreamOutcome | None = None
 
 
 def investigate(row: SideEffect, downstream: Downstream) -> Finding:
@@ -50,33 +50,33 @@ def look_up(row: SideEffect, downstream: Downstream) -> Finding:
 class Settled:
     """The reconciler's verdict: the recorded outcome, or None to (re)send with the same key."""
 
-    outcome: Outcome | None
+    outcome: DownstreamOutcome | None
     unknown: bool = False
     may_have_happened: bool = False  # re-sent with the same key without knowing: a refusal settles nothing
 
 
-def _journal(db: RunStore, lease: Lease, row: SideEffect, decision: Decision, evidence: str, **extra: Any) -> None:
+def _journal(store: RunStore, lease: Lease, row: SideEffect, decision: Decision, evidence: str, **extra: Any) -> None:
     """Record a decision in the run's journal and count it: each decision is journaled exactly once."""
-    db.journal(lease, JournalEntry.Kind.RECONCILIATION, row.step, name=row.action_name,
-               detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, **extra})
+    store.journal(lease, JournalEntry.Kind.RECONCILIATION, row.step, name=row.action_name,
+                  detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, **extra})
     metrics.reconciled(row.action_name, decision)
 
 
-def reconcile_started(db: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> Settled:
+def reconcile_started(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> Settled:
     """A worker met a STARTED operation (or an ambiguous answer): decide what is true."""
-    with lease_kept(db, lease):  # a slow lookup must not let a second worker look up and send meanwhile
+    with lease_kept(store, lease):  # a slow lookup must not let a second worker look up and send meanwhile
         finding = investigate(row, downstream)
     if finding.decision is Decision.RETRY_SAME_KEY:
-        _journal(db, lease, row, finding.decision, finding.evidence)
+        _journal(store, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=None, may_have_happened=True)
     if finding.found is not None:
-        ledger.commit_success(db, lease, row, finding.found, evidence=f"found by lookup on {downstream.name}")
-        _journal(db, lease, row, finding.decision, finding.evidence)
+        ledger.commit_success(store, lease, row, finding.found, evidence=f"found by lookup on {downstream.name}")
+        _journal(store, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=finding.found)
     if finding.decision is Decision.NOT_FOUND:
-        _journal(db, lease, row, finding.decision, f"{finding.evidence}; sending")
+        _journal(store, lease, row, finding.decision, f"{finding.evidence}; sending")
         return Settled(outcome=None)
     evidence = f"{finding.evidence}; the request may have been applied (attempt {row.attempts})"
-    ledger.mark_unknown(db, lease, row, evidence=evidence)
-    _journal(db, lease, row, finding.decision, evidence)
+    ledger.mark_unknown(store, lease, row, evidence=evidence)
+    _journal(store, lease, row, finding.decision, evidence)
     return Settled(outcome=None, unknown=True)

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from durable import RetryPolicy, Workflow, register
 from durable.runtime import side_effects
-from durable.downstream import Outcome, get_downstream, register_downstream
+from durable.downstream import DownstreamOutcome, get_downstream, register_downstream
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
 from durable.models import Run
@@ -19,7 +19,7 @@ from durable.models import Run
 class ProbeDownstream:
     """A downstream that records every call and answers as the test scripts it (`on_execute`).
 
-    `on_execute(operation_id, business_key, payload)` may raise, or return an Outcome; when it
+    `on_execute(operation_id, business_key, payload)` may raise, or return an DownstreamOutcome; when it
     returns None the probe answers with its own reference `probe-<n>`.
     """
 
@@ -35,17 +35,17 @@ class ProbeDownstream:
 
     def reset(self) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
-        self.on_execute: Callable[[str, str, dict[str, Any]], Outcome | None] | None = None
+        self.on_execute: Callable[[str, str, dict[str, Any]], DownstreamOutcome | None] | None = None
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         self.calls.append((operation_id, business_key, payload))
         answer = self.on_execute(operation_id, business_key, payload) if self.on_execute else None
         if answer is not None:
             return answer
         ref = f"probe-{len(self.calls)}"
-        return Outcome(ref, {"ref": ref, "charged": payload.get("amount")})
+        return DownstreamOutcome(ref, {"ref": ref, "charged": payload.get("amount")})
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("the probe honours idempotency keys; it is never looked up")
 
 

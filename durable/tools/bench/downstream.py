@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable.downstream import Outcome, register_downstream
+from durable.downstream import DownstreamOutcome, register_downstream
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
 
@@ -22,17 +22,17 @@ class InProcessDownstream:
     client_retries = 0  # no client: a function call in this process
 
     def __init__(self) -> None:
-        self.outcomes: dict[str, Outcome] = {}
+        self.outcomes: dict[str, DownstreamOutcome] = {}
         self.calls = 0
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         self.calls += 1
         if operation_id not in self.outcomes:
             ref = f"charge-{len(self.outcomes) + 1}"
-            self.outcomes[operation_id] = Outcome(ref, {"ref": ref, "amount": payload.get("amount")})
+            self.outcomes[operation_id] = DownstreamOutcome(ref, {"ref": ref, "amount": payload.get("amount")})
         return self.outcomes[operation_id]
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         return self.outcomes.get(operation_id)
 
     def classify(self, exc: BaseException) -> Classification:

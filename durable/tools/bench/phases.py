@@ -89,7 +89,7 @@ def time_phases(run_ids: Sequence[UUID], steps_per_run: int) -> PhaseReport:
     meter.start()
     started = time.perf_counter()
     for run_id in run_ids:
-        advance(run_id, db=timed)  # type: ignore[arg-type]  # a RunStore in all but name
+        advance(run_id, store=timed)  # type: ignore[arg-type]  # a RunStore in all but name
     seconds = time.perf_counter() - started
     meter.sample()
     cpu = meter.as_json()

@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 
 from durable.conf import durable_settings
-from durable.downstream import Outcome, register_downstream
+from durable.downstream import DownstreamOutcome, register_downstream
 from durable.engine.errors import Classification, NonRetryableError, classify
 from durable.engine.ledger import Capabilities
 
@@ -59,11 +59,11 @@ class PaymentsAdapter(SandboxAdapter):
     name = "payments"
     capabilities = Capabilities(honours_idempotency_keys=True, can_lookup=False)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         refund = _post("/payments/refunds", operation_id, payload)
-        return Outcome(refund["refund_id"], refund)
+        return DownstreamOutcome(refund["refund_id"], refund)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("payments cannot be looked up; it honours idempotency keys instead")
 
 
@@ -73,16 +73,16 @@ class TicketsAdapter(SandboxAdapter):
     name = "tickets"
     capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=True)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         ticket = _post("/tickets", operation_id, self._body(operation_id, business_key, payload))
-        return Outcome(ticket["ticket_id"], ticket)
+        return DownstreamOutcome(ticket["ticket_id"], ticket)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         with _client() as client:
             response = client.get("/tickets", params={"business_key": business_key})
         response.raise_for_status()
         mine = [t for t in response.json()["tickets"] if self._marker(operation_id) in t["subject"]]
-        return Outcome(mine[0]["ticket_id"], mine[0]) if mine else None
+        return DownstreamOutcome(mine[0]["ticket_id"], mine[0]) if mine else None
 
     @staticmethod
     def _marker(operation_id: str) -> str:
@@ -99,11 +99,11 @@ class NotificationsAdapter(SandboxAdapter):
     name = "notifications"
     capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False, unknown_on_crash=True)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         notification = _post("/notifications", operation_id, {**payload, "business_key": business_key})
-        return Outcome(notification["notification_id"], notification)
+        return DownstreamOutcome(notification["notification_id"], notification)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("notifications cannot be looked up")
 
 

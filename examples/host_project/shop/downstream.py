@@ -12,7 +12,7 @@ import httpx
 from django.conf import settings
 
 from durable import NonRetryableError
-from durable.downstream import Outcome, register_downstream
+from durable.downstream import DownstreamOutcome, register_downstream
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
 
@@ -52,11 +52,11 @@ class Refunds(ShopAdapter):
     name = "shop-refunds"
     capabilities = Capabilities(honours_idempotency_keys=True, can_lookup=False)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         refund = _post("/refunds", operation_id, payload)
-        return Outcome(refund["refund_id"], refund)
+        return DownstreamOutcome(refund["refund_id"], refund)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("refunds are settled by re-sending the same Idempotency-Key")
 
 
@@ -64,11 +64,11 @@ class Notices(ShopAdapter):
     name = "shop-notices"
     capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False, unknown_on_crash=True)
 
-    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome:
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
         notice = _post("/notices", operation_id, {**payload, "order_id": business_key})
-        return Outcome(notice["notice_id"], notice)
+        return DownstreamOutcome(notice["notice_id"], notice)
 
-    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> Outcome | None:
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
         raise NotImplementedError("notices cannot be looked up")
 
 

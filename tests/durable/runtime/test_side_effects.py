@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from durable import services, tasks
 from durable.runtime import executor, sweeper
-from durable.downstream import REPAIRED, Outcome
+from durable.downstream import REPAIRED, DownstreamOutcome
 from durable.tools.demo.downstreams import NotificationsAdapter, TicketsAdapter
 from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
@@ -417,7 +417,7 @@ def poisoned_lookup(monkeypatch):
     """The ledger tests' probe, looked up rather than keyed, finding an answer the database cannot store."""
     probe.reset()
     monkeypatch.setattr(probe, "capabilities", Capabilities(honours_idempotency_keys=False, can_lookup=True))
-    monkeypatch.setattr(probe, "lookup", lambda operation_id, business_key, payload: Outcome(
+    monkeypatch.setattr(probe, "lookup", lambda operation_id, business_key, payload: DownstreamOutcome(
         "ch_\x001", {"note": "paid\x00", "by": "an LLM wrote \ud800", "fee": float("inf")}))
     yield probe
     probe.reset()
