@@ -104,18 +104,25 @@ def _web_request(sender: Any, environ: dict[str, Any] | None = None, scope: dict
 
 
 def not_loaded_here(name: str) -> str:
-    """Why a workflow this process lacks cannot start here, and what to restart: the live processes that have it."""
+    """Why a workflow this process lacks cannot start here, and what to restart: the live processes that have
+    it, and the others that lack it too."""
     kind = _recorded_as[0] if _recorded_as else ""
     me = this_process(kind)
-    having = [row for row in Process.objects.filter(last_seen__gte=timezone.now() - LIVE_WITHIN)
-              .exclude(hostname=me.hostname, pid=me.pid).order_by("kind", "hostname", "pid")
-              if any(entry.split("@")[0] == name for entry in row.workflows)]
+    live = (Process.objects.filter(last_seen__gte=timezone.now() - LIVE_WITHIN)
+            .exclude(hostname=me.hostname, pid=me.pid).order_by("kind", "hostname", "pid"))
+    having, lacking = [], []
+    for row in live:
+        (having if any(entry.split("@")[0] == name for entry in row.workflows) else lacking).append(row)
     here = f"no workflow named {name!r} is registered in this {kind + ' ' if kind else ''}process, {me}"
     if not having:
         return (f"{here}, nor in any process seen in the last {LIVE_WITHIN.seconds} s. Add the module that "
                 "registers it to DURABLE_WORKFLOW_MODULES (or an installed app's workflows.py) and restart every "
                 "process, web and workers (docs/workflows.md)")
-    names = ", ".join(f"{row.kind} {row.hostname}:{row.pid}" for row in having[:5])
-    more = f" and {len(having) - 5} more" if len(having) > 5 else ""
-    return (f"{here}; {names}{more} ha{'s' if len(having) == 1 else 've'} loaded it. New workflow modules need "
-            f"every process restarted: restart the {kind or 'other'} processes started before it was deployed (docs/workflows.md)")
+    also = f"; {_named(lacking)} ha{'s' if len(lacking) == 1 else 've'} not loaded it either" if lacking else ""
+    return (f"{here}{also}; {_named(having)} ha{'s' if len(having) == 1 else 've'} loaded it. New workflow modules "
+            "need every process restarted: restart the processes started before it was deployed (docs/workflows.md)")
+
+
+def _named(rows: list[Process], most: int = 5) -> str:
+    names = ", ".join(f"{row.kind} {row.hostname}:{row.pid}" for row in rows[:most])
+    return names + (f" and {len(rows) - most} more" if len(rows) > most else "")

@@ -73,8 +73,9 @@ def test_an_unknown_workflow_names_the_live_workers_that_have_it_and_what_to_res
     worker_row("w4", 14, ["other@1"])
     message = fleet.not_loaded_here("refunds")
     assert f"this process, {socket.gethostname()}:{os.getpid()}" in message
-    assert "worker w1:11, worker w2:12 have loaded it" in message and "w3" not in message and "w4" not in message
-    assert "restart" in message and "docs/workflows.md" in message
+    assert "worker w1:11, worker w2:12 have loaded it" in message and "w3" not in message
+    assert "worker w4:14 has not loaded it either" in message  # live, and lacking it too: restart it as well
+    assert "restart the processes started before it was deployed" in message and "docs/workflows.md" in message
 
 
 def test_an_unknown_workflow_no_process_has_says_to_add_its_module_and_restart_everything():
@@ -91,4 +92,4 @@ def test_an_api_start_of_a_workflow_this_web_process_lacks_answers_400_naming_th
     assert response.status_code == 400
     (error,) = response.data["workflow"]
     assert "no workflow named 'refunds' is registered in this web process" in error
-    assert "worker w1:11 has loaded it" in error and "restart the web processes" in error
+    assert "worker w1:11 has loaded it" in error and "restart the processes" in error
