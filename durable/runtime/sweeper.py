@@ -117,13 +117,14 @@ def turn_scope() -> str:
     return "production" if owner is None else f"created_by:{owner}"
 
 
-def take_turn(owner: str, period: float) -> bool:
+def take_turn(owner: str, period: float, scope: str | None = None) -> bool:
     """Whether this process sweeps now: one conditional UPDATE, won by one process per period across all.
 
     A sweep that outlasts the period may overlap the next one; that is harmless, since every move a
-    sweep makes is a conditional write or a message whose duplicates the lease absorbs.
+    sweep makes is a conditional write or a message whose duplicates the lease absorbs. `scope` names
+    another turn taken the same way (the daily retention pass); unset, this process's sweep turn.
     """
-    now, scope = timezone.now(), turn_scope()
+    now, scope = timezone.now(), scope or turn_scope()
     due = SweepTurn.objects.filter(scope=scope, due_at__lte=now)
     if due.update(due_at=now + timedelta(seconds=period), taken_by=owner):
         return True

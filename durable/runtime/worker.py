@@ -4,7 +4,8 @@ Importing this module does nothing; a project's own Celery module calls `configu
 Then every worker, once ready, records itself (durable/fleet.py) and starts one thread that runs
 the sweeper, taking turns with the other workers through the database (one sweep per
 DURABLE_SWEEP_SECONDS across all of them), so a killed worker's runs are sent again within
-seconds of their lease running out without beat or any other process (docs/operations.md).
+seconds of their lease running out without beat or any other process (docs/operations.md); with
+DURABLE_RETENTION_DAYS set, one worker a day also runs the retention pass.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from celery import Celery
 from celery.signals import task_postrun, task_prerun, worker_ready
 
 log = logging.getLogger("durable.sweeper")
+
+RETENTION_PERIOD_SECONDS = 86400.0  # one retention pass a day across all workers, when DURABLE_RETENTION_DAYS is set
 
 
 def configure(app: Celery) -> None:
@@ -33,33 +36,66 @@ def _start_worker_thread(**_: object) -> None:
 
 
 def _worker_loop() -> None:
-    """Record this worker, then sweep when it is this worker's turn and refresh its record, until it exits."""
+    """Record this worker, then every DURABLE_SWEEP_SECONDS do this worker's part, until it exits."""
+    from durable import fleet
+    from durable.conf import durable_settings
+
+    fleet.record("worker")
+    seen_at = time.monotonic()
+    while True:
+        seen_at = worker_period(seen_at)
+        time.sleep(durable_settings.DURABLE_SWEEP_SECONDS)
+
+
+def worker_period(seen_at: float) -> float:
+    """One period of a worker's thread: sweep if it is this worker's turn, start the day's retention pass if
+    that turn is this worker's, refresh its record when due. Returns when the record was last refreshed."""
     from django.db import DatabaseError, connection
 
     from durable import fleet
     from durable.conf import durable_settings
     from durable.runtime.executor import worker_id
     from durable.runtime.sweeper import sweep_all, take_turn
+    from durable.scope import scoped_to
 
-    fleet.record("worker")
-    seen_at = time.monotonic()
-    while True:
-        period = durable_settings.DURABLE_SWEEP_SECONDS
-        try:
-            if durable_settings.DURABLE_WORKER_SWEEPS and take_turn(worker_id(), period):
-                report = sweep_all()
-                if report.enqueued or any(count for _, count in report.settled):
-                    log.info("swept: %s", report)
-            if time.monotonic() - seen_at >= fleet.PROCESS_BEAT_SECONDS:
-                fleet.seen("worker")
-                fleet.forget_gone()
-                seen_at = time.monotonic()
-        except DatabaseError:  # the database away for a moment: the next period tries again
-            log.warning("the worker's sweep failed; trying again in %.1fs", period, exc_info=True)
-            connection.close()
-        except Exception:  # a bug in a sweep hook must not end the thread: every later sweep would be lost
-            log.exception("the worker's sweep raised; trying again in %.1fs", period)
-        time.sleep(period)
+    period = durable_settings.DURABLE_SWEEP_SECONDS
+    try:
+        if durable_settings.DURABLE_WORKER_SWEEPS and take_turn(worker_id(), period):
+            report = sweep_all()
+            if report.enqueued or any(count for _, count in report.settled):
+                log.info("swept: %s", report)
+        if (durable_settings.DURABLE_WORKER_SWEEPS and durable_settings.DURABLE_RETENTION_DAYS > 0
+                and scoped_to() is None and take_turn(worker_id(), RETENTION_PERIOD_SECONDS, scope="retention")):
+            # Its own thread: pruning a large backlog takes minutes, and sweeps must go on meanwhile.
+            threading.Thread(target=_prune, name="durable-prune", daemon=True).start()
+        if time.monotonic() - seen_at >= fleet.PROCESS_BEAT_SECONDS:
+            fleet.seen("worker")
+            fleet.forget_gone()
+            seen_at = time.monotonic()
+    except DatabaseError:  # the database away for a moment: the next period tries again
+        log.warning("the worker's sweep failed; trying again in %.1fs", period, exc_info=True)
+        connection.close()
+    except Exception:  # a bug in a sweep hook must not end the thread: every later sweep would be lost
+        log.exception("the worker's sweep raised; trying again in %.1fs", period)
+    return seen_at
+
+
+def _prune() -> None:
+    """The daily retention pass (docs/operations.md, Data retention), as beat's durable.prune would run it."""
+    from datetime import timedelta
+
+    from django.db import connection
+
+    from durable.conf import durable_settings
+    from durable.retention import prune
+
+    try:
+        report = prune(timedelta(days=durable_settings.DURABLE_RETENTION_DAYS))
+        log.info("retention: pruned %d finished run(s)", report.runs)
+    except Exception:  # the next day's turn tries again
+        log.exception("the daily retention pass failed")
+    finally:
+        connection.close()
 
 
 def _make_broker_folders(sender: Celery, **_: object) -> None:
