@@ -5,7 +5,7 @@ Then every worker, once ready, records itself (durable/fleet.py) and starts one 
 the sweeper, taking turns with the other workers through the database (one sweep per
 DURABLE_SWEEP_SECONDS across all of them), so a killed worker's runs are sent again within
 seconds of their lease running out without beat or any other process (docs/operations.md); with
-DURABLE_RETENTION_DAYS set, one worker a day also runs the retention pass.
+DURABLE_RETENTION_DAYS set, one worker a day also sends the retention pass (durable.prune).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from celery.signals import task_postrun, task_prerun, worker_ready
 log = logging.getLogger("durable.sweeper")
 
 RETENTION_PERIOD_SECONDS = 86400.0  # one retention pass a day across all workers, when DURABLE_RETENTION_DAYS is set
+PRUNE_TASK = "durable.prune"  # durable/tasks.py, sent by name as beat's schedule names it
 
 
 def configure(app: Celery) -> None:
@@ -54,6 +55,7 @@ def worker_period(seen_at: float) -> float:
 
     from durable import fleet
     from durable.conf import durable_settings
+    from durable.runtime import dispatch
     from durable.runtime.executor import worker_id
     from durable.runtime.sweeper import sweep_all, take_turn
     from durable.scope import scoped_to
@@ -66,8 +68,8 @@ def worker_period(seen_at: float) -> float:
                 log.info("swept: %s", report)
         if (durable_settings.DURABLE_WORKER_SWEEPS and durable_settings.DURABLE_RETENTION_DAYS > 0
                 and scoped_to() is None and take_turn(worker_id(), RETENTION_PERIOD_SECONDS, scope="retention")):
-            # Its own thread: pruning a large backlog takes minutes, and sweeps must go on meanwhile.
-            threading.Thread(target=_prune, name="durable-prune", daemon=True).start()
+            # A task, as beat would send it: pruning a large backlog takes minutes, and sweeps must go on.
+            dispatch.send_by_name(PRUNE_TASK)
         if time.monotonic() - seen_at >= fleet.PROCESS_BEAT_SECONDS:
             fleet.seen("worker")
             fleet.forget_gone()
@@ -78,24 +80,6 @@ def worker_period(seen_at: float) -> float:
     except Exception:  # a bug in a sweep hook must not end the thread: every later sweep would be lost
         log.exception("the worker's sweep raised; trying again in %.1fs", period)
     return seen_at
-
-
-def _prune() -> None:
-    """The daily retention pass (docs/operations.md, Data retention), as beat's durable.prune would run it."""
-    from datetime import timedelta
-
-    from django.db import connection
-
-    from durable.conf import durable_settings
-    from durable.retention import prune
-
-    try:
-        report = prune(timedelta(days=durable_settings.DURABLE_RETENTION_DAYS))
-        log.info("retention: pruned %d finished run(s)", report.runs)
-    except Exception:  # the next day's turn tries again
-        log.exception("the daily retention pass failed")
-    finally:
-        connection.close()
 
 
 def _make_broker_folders(sender: Celery, **_: object) -> None:

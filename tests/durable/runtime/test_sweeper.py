@@ -1,5 +1,4 @@
 """The sweeper: the database, not the broker, says which runs must be sent to a worker again."""
-import threading
 import time
 from datetime import timedelta
 from io import StringIO
@@ -9,8 +8,9 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from durable import services
-from durable.runtime import executor, sweeper
-from durable.runtime.worker import worker_period
+from durable import tasks
+from durable.runtime import dispatch, sweeper
+from durable.runtime.worker import PRUNE_TASK, worker_period
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run, SweepTurn
 
@@ -164,22 +164,17 @@ def test_a_run_stuck_in_a_backlog_is_sent_again_with_ever_longer_gaps(sent):
     assert sent == [run.id]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_workers_period_sweeps_on_its_turn_and_starts_the_days_retention_pass_once(settings, sent):
+def test_a_workers_period_sweeps_on_its_turn_and_sends_the_days_retention_pass_once(settings, sent, monkeypatch):
     """What each worker's thread does every DURABLE_SWEEP_SECONDS (durable/runtime/worker.py), with no beat."""
     settings.DURABLE_RETENTION_DAYS = 30
-    done, _ = services.start_run(workflow="test-trivial", input={}, business_key="old")
-    executor.advance(done.id)
-    Run.objects.filter(id=done.id).update(finished_at=ago(40 * 86400))
+    tasks_sent = []
+    monkeypatch.setattr(dispatch, "send_by_name", tasks_sent.append)
     dead = run_in(RunStatus.RUNNING, lease_owner="dead-worker", lease_expires_at=ago(1))
     sent.clear()
     worker_period(time.monotonic())
-    for thread in threading.enumerate():
-        if thread.name == "durable-prune":
-            thread.join(30)
     assert sent == [dead.id]  # the dead worker's run, re-sent by a worker's sweep: no beat
-    assert Run.objects.get(id=done.id).pruned_at is not None  # the day's retention pass ran
+    assert tasks_sent == [PRUNE_TASK] == [tasks.prune.name]  # the day's retention pass, as beat would send it
     assert set(SweepTurn.objects.values_list("scope", flat=True)) == {"production", "retention"}
     Run.objects.filter(id=dead.id).update(enqueued_at=None)
-    worker_period(time.monotonic())  # within the period: another worker (or this one) leaves it to the next turn
-    assert sent == [dead.id]
+    worker_period(time.monotonic())  # within the period, and the day: both turns are taken
+    assert sent == [dead.id] and tasks_sent == [PRUNE_TASK]
