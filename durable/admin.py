@@ -22,6 +22,7 @@ from durable.models import (
     NotificationPreference,
     OperatorAction,
     OperatorPreferences,
+    Process,
     Run,
     RunSearch,
     SecurityEvent,
@@ -126,6 +127,14 @@ class DrillRecordAdmin(ReadOnlyAdmin):
 class OperatorPreferencesAdmin(ReadOnlyAdmin):  # each operator sets their own on the preferences page
     list_display = ("user", "time_zone", "updated_at")
     search_fields = ("user__username",)
+
+
+@admin.register(Process)
+class ProcessAdmin(ReadOnlyAdmin):
+    """The web and worker processes that started against this database (durable/fleet.py)."""
+
+    list_display = ("kind", "hostname", "pid", "started_at", "last_seen")
+    list_filter = ("kind", "hostname")
 
 
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.

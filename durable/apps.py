@@ -14,7 +14,7 @@ class DurableConfig(AppConfig):
         from durable.notifications import checks as _notify_checks  # noqa: F401  and the webhook's
         from django.apps import apps
 
-        from durable import role_audit, security
+        from durable import fleet, role_audit, security
         from durable.console import timezones
         from durable.notifications import receivers as notifications
         from durable.registry import discover

@@ -80,6 +80,11 @@ def calls_end_within_the_lease(app_configs: Any = None, **kwargs: Any) -> list[C
 
 
 @register(DURABLE)
+def something_sweeps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_sweeping(durable_settings.DURABLE_WORKER_SWEEPS, _beat_tasks())
+
+
+@register(DURABLE)
 def settings_are_valid(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return check_settings(settings)
 
@@ -382,6 +387,33 @@ def _last_drill(records: list[Any], wf: Workflow) -> str:
     if not last.passed:
         return f" (the last drill, {when}, failed: {'; '.join(last.violations[:2])})"
     return f" (the last drill, {when}, armed only {', '.join(last.points)} in {', '.join(last.actions)})"
+
+
+# -- the sweeper -----------------------------------------------------------------------
+
+
+SWEEP_TASK = "durable.sweep"
+
+
+def _beat_tasks() -> set[str]:
+    """The tasks a beat schedule names: the project's CELERY_BEAT_SCHEDULE, or its Celery app's own."""
+    from celery import current_app
+
+    schedules = [getattr(settings, "CELERY_BEAT_SCHEDULE", None) or {}, current_app.conf.beat_schedule or {}]
+    return {str(entry.get("task")) for schedule in schedules for entry in schedule.values() if isinstance(entry, dict)}
+
+
+def check_sweeping(worker_sweeps: bool, beat_tasks: set[str]) -> list[CheckMessage]:
+    """durable.W016: something runs the sweeper; without it a killed worker's runs stay RUNNING for good."""
+    if worker_sweeps or SWEEP_TASK in beat_tasks:
+        return []
+    return [Warning(
+        "Nothing will sweep: DURABLE_WORKER_SWEEPS is off and no beat schedule names durable.sweep, so the runs "
+        "of a worker that dies stay RUNNING, retries never fall due and approvals never expire.",
+        hint="Leave DURABLE_WORKER_SWEEPS on (every worker sweeps in turn), or schedule the durable.sweep task "
+             "every DURABLE_SWEEP_SECONDS with Celery beat, or run `manage.py durable_sweep --loop` "
+             "(docs/operations.md, \"Recovery\").",
+        obj="DURABLE_WORKER_SWEEPS", id="durable.W016")]
 
 
 # -- durable's settings ---------------------------------------------------------------

@@ -30,12 +30,18 @@ class Setting:
 
 SETTINGS: dict[str, Setting] = {
     # The executor and the sweeper.
-    "DURABLE_LEASE_SECONDS": Setting(60.0, "seconds", "How long a worker's claim on a run lasts without renewal; "
-                                     "another worker may take the run over after it expires."),
+    "DURABLE_LEASE_SECONDS": Setting(10.0, "seconds", "How long a worker's claim on a run lasts without renewal; "
+                                     "the worker's heartbeat renews it every third of it while it holds the run, "
+                                     "and another worker takes the run over once it expires (a killed worker's "
+                                     "runs resume about this long after, docs/operations.md)."),
     "DURABLE_TIME_SLICE_SECONDS": Setting(20.0, "seconds", "How long one task runs a run's steps back to back "
                                           "before it releases the lease and re-enqueues the run."),
-    "DURABLE_SWEEP_SECONDS": Setting(5.0, "seconds", "The period of `manage.py durable_sweep --loop` (the "
-                                     "standalone project's beat schedule uses the same value)."),
+    "DURABLE_SWEEP_SECONDS": Setting(2.0, "seconds", "How often the sweeper runs: in the workers (one sweep "
+                                     "per period across all of them), `manage.py durable_sweep --loop` and the "
+                                     "standalone project's beat schedule."),
+    "DURABLE_WORKER_SWEEPS": Setting(True, "flag", "Every Celery worker runs the sweeper in a thread of its own, "
+                                     "taking turns through the database, so no other process is needed; turn "
+                                     "off only when beat or `durable_sweep --loop` sweeps instead (durable.W016)."),
     "DURABLE_PENDING_GRACE_SECONDS": Setting(10.0, "seconds", "How long a ready run may wait for its message "
                                              "before the sweeper sends another copy (then at growing gaps)."),
     "DURABLE_RECONCILE_AFTER_SECONDS": Setting(300.0, "seconds", "How long an operation may stay STARTED before "

@@ -430,3 +430,47 @@ from durable.notifications.models import (  # noqa: E402,F401
     NotificationEvent,
     NotificationPreference,
 )
+
+
+class Process(models.Model):
+    """A web or worker process that started against this database, and the workflows it loaded.
+
+    Written when the process starts and every PROCESS_BEAT_SECONDS after (last_seen), never per request
+    or step (durable/fleet.py): it is how an error can say which processes lack a workflow and which
+    to restart, and how an operator sees in the admin what is running (docs/operations.md).
+    """
+
+    class Kind(models.TextChoices):
+        WEB = "web"
+        WORKER = "worker"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    workflows = models.JSONField(default=list, help_text='the workflow versions it registered: ["name@version", ...]')
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hostname", "pid"], name="process_host_pid")]
+        indexes = [models.Index(fields=["-last_seen"], name="process_last_seen")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.hostname}:{self.pid}"
+
+
+class SweepTurn(models.Model):
+    """The row the workers' sweeper threads take turns on: whoever moves `due_at` past now sweeps.
+
+    A conditional UPDATE of one row, so one sweep starts per DURABLE_SWEEP_SECONDS across every
+    worker, on SQLite as on Postgres (durable.runtime.sweeper.take_turn). One row per sweeper
+    scope: production's, and one per tool run scoped to its own runs (durable/scope.py), so a
+    benchmark's workers never take production's turn.
+    """
+
+    scope = models.CharField(max_length=40, primary_key=True)
+    due_at = models.DateTimeField()
+    taken_by = models.CharField(max_length=255, blank=True)
+
+    def __str__(self) -> str:
+        return f"next sweep due at {self.due_at:%H:%M:%S} (last taken by {self.taken_by or 'nobody'})"

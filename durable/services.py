@@ -12,7 +12,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from durable.permissions import Caller
-from durable import metrics
+from durable import fleet, metrics
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.runtime import dispatch
@@ -146,8 +146,8 @@ def _version_to_start(workflow: str, version: int | None, user: Caller | None,
     than the current one was used (invariant 12): that start is audited."""
     try:
         current = registry.current(workflow)
-    except UnknownWorkflow as exc:
-        raise InvalidInput({"workflow": [str(exc)]}) from None
+    except UnknownWorkflow:  # which processes have it, and so which ones to restart
+        raise InvalidInput({"workflow": [fleet.not_loaded_here(workflow)]}) from None
     if version is None or version == current.version:
         return current, False
     try:

@@ -119,7 +119,9 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
     """A real Celery worker process shared by the integration tests that don't kill it."""
     settings.DURABLE_SANDBOX_URL = sandbox_server.url
     with django_db_blocker.unblock():
-        worker = WorkerProcess(env={"DURABLE_LEASE_SECONDS": "5"}, log_path=worker_log_dir / "session.log")
+        # It lives through every test: its sweeper thread would re-send other tests' runs to its queue.
+        worker = WorkerProcess(env={"DURABLE_LEASE_SECONDS": "5", "DURABLE_WORKER_SWEEPS": "false"},
+                               log_path=worker_log_dir / "session.log")
         worker.start()
     yield worker
     worker.stop()

@@ -182,8 +182,16 @@ class RunStore:
         self._fenced(lease, now, lease_expires_at=lease.extended(now))
 
     def renew(self, lease: Lease) -> None:
-        """Extend the lease while a call is in flight (durable.runtime.heartbeat); LeaseLost if it no longer holds."""
-        self.fence(lease)
+        """Extend the lease (durable.runtime.heartbeat); LeaseLost if it no longer holds.
+
+        Fenced on the token and RUNNING, not on the checkpoint: the heartbeat renews from its own
+        thread while this worker's steps move the checkpoint on, and only this worker writes under
+        this token. It writes the expiry alone (not updated_at): one indexed column.
+        """
+        now = timezone.now()
+        if not Run.objects.filter(id=lease.run_id, fencing_token=lease.token, status=RunStatus.RUNNING).update(
+                lease_expires_at=lease.extended(now)):
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
     def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
         return self._journal(lease, timezone.now(), kind, step, **fields)

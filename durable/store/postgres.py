@@ -129,6 +129,14 @@ _FENCE = """
  RETURNING id
 """
 
+# The heartbeat's renewal (RunStore.renew): fenced on the token alone, since this worker's steps
+# move the checkpoint on meanwhile; the expiry is its only write.
+_RENEW = """
+    UPDATE durable_run SET lease_expires_at = %(lease_expires_at)s
+     WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING'
+ RETURNING id
+"""
+
 _ACTIVITY_SQL = f"""
 WITH fenced AS ({_FENCE})
 INSERT INTO durable_journalentry (run_id, kind, step, call_index, name, result, fencing_token, created_at)
@@ -243,7 +251,8 @@ class PostgresRunStore(RunStore):
 
     def renew(self, lease: Lease) -> None:
         now = timezone.now()
-        self._execute_fenced(_FENCE, {**_fence_params(lease, now), "lease_expires_at": lease.extended(now)}, lease)
+        self._execute_fenced(_RENEW, {"run_id": lease.run_id, "token": lease.token,
+                                      "lease_expires_at": lease.extended(now)}, lease)
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,

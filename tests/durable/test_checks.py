@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from durable import checks, downstream
 from durable.checks import (check_approvals, check_call_timeout, check_client_retries, check_crash_settlement,
                             check_declared_versions, check_drills, check_error_classification,
-                            check_side_effect_keys)
+                            check_side_effect_keys, check_sweeping)
 from durable.tools.demo import downstreams as demo_downstreams
 from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
 from durable.tools.demo.refund_checks import revalidate_refund
@@ -391,3 +391,19 @@ def test_a_host_project_without_the_tools_app_is_never_asked_for_a_drill_it_cann
     assert ids(checks.newest_versions_drilled(databases=["default"])) == ["durable.W011"]
     with modify_settings(INSTALLED_APPS={"remove": ["durable.tools"]}):
         assert checks.newest_versions_drilled(databases=["default"]) == []
+
+
+def test_w016_warns_when_nothing_will_sweep_and_names_what_to_turn_on():
+    assert check_sweeping(True, set()) == []  # the default: every worker sweeps in turn
+    assert check_sweeping(False, {"durable.sweep"}) == []  # beat sweeps instead
+    (warning,) = check_sweeping(False, {"durable.prune"})
+    assert warning.id == "durable.W016" and "DURABLE_WORKER_SWEEPS" in warning.hint
+    assert "docs/operations.md" in warning.hint
+
+
+def test_w016_reads_the_projects_beat_schedule(settings):
+    settings.DURABLE_WORKER_SWEEPS = False
+    settings.CELERY_BEAT_SCHEDULE = {}
+    assert "durable.W016" in ids(checks.something_sweeps())
+    settings.CELERY_BEAT_SCHEDULE = {"sweep": {"task": "durable.sweep", "schedule": 2.0}}
+    assert checks.something_sweeps() == []

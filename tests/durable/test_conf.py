@@ -52,7 +52,7 @@ def test_every_durable_setting_the_apps_read_has_a_default_and_goes_through_the_
 def test_a_project_sets_only_what_it_changes():
     with override_settings():
         del django_settings.DURABLE_LEASE_SECONDS
-        assert durable_settings.DURABLE_LEASE_SECONDS == DEFAULTS["DURABLE_LEASE_SECONDS"] == 60.0
+        assert durable_settings.DURABLE_LEASE_SECONDS == DEFAULTS["DURABLE_LEASE_SECONDS"] == 10.0
     with override_settings(DURABLE_LEASE_SECONDS=7):
         assert durable_settings.DURABLE_LEASE_SECONDS == 7
     with pytest.raises(AttributeError, match="not a durable setting"):

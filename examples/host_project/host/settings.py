@@ -123,9 +123,6 @@ CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-run leaves the message fo
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE = {  # `celery -A host beat`: durable's sweeper re-sends lost and due runs
-    "durable-sweep": {"task": "durable.sweep", "schedule": 5.0},
-}
 
 # durable: only what the shop changes from the defaults in durable/conf.py.
 DURABLE_WORKFLOW_MODULES = ["shop.workflows"]
