@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durable', '0015_redundant_run_indexes'),
+        ('durable', '0016_finished_runs_hold_no_retry_error'),
     ]
 
     operations = [
