@@ -110,7 +110,8 @@ def not_loaded_here(name: str) -> str:
     me = this_process(kind)
     live = (Process.objects.filter(last_seen__gte=timezone.now() - LIVE_WITHIN)
             .exclude(hostname=me.hostname, pid=me.pid).order_by("kind", "hostname", "pid"))
-    having, lacking = [], []
+    having: list[Process] = []
+    lacking: list[Process] = []
     for row in live:
         (having if any(entry.split("@")[0] == name for entry in row.workflows) else lacking).append(row)
     here = f"no workflow named {name!r} is registered in this {kind + ' ' if kind else ''}process, {me}"

@@ -120,6 +120,7 @@ def _wait_claimed(run_id: UUID) -> tuple[str, int]:
     _wait(lambda: Run.objects.filter(id=run_id, checkpoint_seq__gte=1).exclude(lease_owner=None).exists(),
           f"run {run_id} to be claimed")
     owner, token = Run.objects.values_list("lease_owner", "fencing_token").get(id=run_id)
+    assert owner is not None  # the wait above saw it claimed; the owner stays set while the lease is held
     return owner, token
 
 
@@ -127,6 +128,7 @@ def _holder(run_id: UUID) -> tuple[str | None, int]:
     from durable.models import Run
 
     owner, token = Run.objects.values_list("lease_owner", "fencing_token").get(id=run_id)
+    assert owner is not None  # the wait above saw it claimed; the owner stays set while the lease is held
     return owner, token
 
 
