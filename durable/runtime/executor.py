@@ -120,13 +120,15 @@ def _run_steps(store: RunStore, lease: Lease, run: Run, workflow: Workflow) -> A
     if restored is None:
         return AdvanceOutcome(claimed=True)
     state, step_name = restored
-    recorded = store.recorded_calls(lease)  # each step runs at most once per task, so this stays true
+    # Only the visit the run resumes with can have recorded results: every later one starts from a checkpoint
+    # this task writes (a retry or a wake is a new task, which reads them again).
+    recorded = store.recorded_calls(lease, step_name)
     with store.overlapping():  # a step's write may be in flight while the next step runs
         return _step_loop(store, lease, run, workflow, state, step_name, recorded)
 
 
 def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, state: BaseModel, step_name: str,
-               recorded: dict[str, list[RecordedCall]]) -> AdvanceOutcome:
+               recorded: list[RecordedCall]) -> AdvanceOutcome:
     attempt = run.attempt
     deadline = time.monotonic() + durable_settings.DURABLE_TIME_SLICE_SECONDS
     done = 0
@@ -135,9 +137,9 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             ctx = StepContext(
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
-                cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
-                side_effects=workflow.get_step(step_name).side_effects,
+                cursor=ReplayCursor(step_name, recorded), side_effects=workflow.get_step(step_name).side_effects,
             )
+            recorded = []  # the next visit starts from a checkpoint written below: a new visit, nothing recorded
             try:
                 state = _execute_step(workflow, step_name, ctx, state)
                 next_step = workflow.next_step(step_name)

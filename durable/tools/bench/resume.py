@@ -32,7 +32,7 @@ def time_resume(activities: int, repeat: int = 30) -> list[str]:
             started = time.perf_counter()
             lease, _ = db.claim(run.id, "bench-resume", 60)
             db.resume_point(lease)
-            replayed = len(db.recorded_calls(lease).get("step1", []))
+            replayed = len(db.recorded_calls(lease, "step1"))
             timings.append((time.perf_counter() - started) * 1000)
             db.release(lease)
     finally:

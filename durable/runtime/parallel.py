@@ -1,0 +1,181 @@
+"""ctx.parallel: several activities and side effects of one step at once, each recorded under its own index.
+
+Everything that writes happens on the step's thread, in the order the calls were given: each call's
+index is reserved, each side effect is prepared and re-entered, then committed STARTED right before it
+is sent. Only the external calls themselves (an activity's function, a downstream's request) run on a
+bounded pool of threads (DURABLE_PARALLEL_CALLS), with the lease kept alive (and fenced) for as long as
+any of them is in flight. Each answer is recorded on the step's thread as it comes, under the index
+reserved for it, so the records of a visit never depend on which call finished first (invariant 16),
+and a visit re-executed after a crash or a retry reuses what finished and calls only the rest.
+
+Django's database connections are per thread, and the run store's fenced writes and the step write in
+flight live on the step thread's connection: that is why no write happens on the pool.
+"""
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+
+from durable.conf import durable_settings
+from durable.downstream import Downstream
+from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
+from durable.runtime import side_effects
+from durable.runtime.heartbeat import lease_kept
+
+if TYPE_CHECKING:
+    from durable.runtime.context import StepContext
+
+log = logging.getLogger("durable.activity")
+
+
+@dataclass(frozen=True)
+class Call:
+    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., **kwargs)`."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    returns: type | None = None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A side effect for ctx.parallel, made by `ctx.effect(action, business_key=..., downstream=..., payload=...)`."""
+
+    action: str
+    business_key: str
+    downstream: Downstream
+    payload: dict[str, Any]
+
+
+@dataclass
+class _Pending:
+    """A call still to make: what runs on the pool, and what records its answer on the step's thread."""
+
+    position: int
+    label: str
+    run: Callable[[], Any]
+    record: Callable[[Any], Any]
+    start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
+    failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
+
+
+def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
+    """Run the calls at once; their results in the order given, each recorded under its own index."""
+    results: list[Any] = [None] * len(calls)
+    pending: list[_Pending] = []
+    described: list[dict[str, Any]] = []
+    for position, call in enumerate(calls):  # indexes reserved and side effects prepared in the order given
+        if isinstance(call, Call):
+            _plan_call(ctx, position, call, results, pending, described)
+        elif isinstance(call, Effect):
+            _plan_effect(ctx, position, call, results, pending, described)
+        else:
+            raise TypeError(f"ctx.parallel takes ctx.call(...) and ctx.effect(...), got {type(call).__name__}")
+    ctx._store.record_parallel(ctx._lease, ctx.step, described)
+    if pending:
+        _make(ctx, pending, results, len(calls))
+    return [calls[i].returns.model_validate(result)  # type: ignore[union-attr]
+            if isinstance(calls[i], Call) and calls[i].returns is not None else result  # type: ignore[union-attr]
+            for i, result in enumerate(results)]
+
+
+def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], pending: list[_Pending],
+               described: list[dict[str, Any]]) -> None:
+    index, recorded = ctx._reserve(call.name)
+    described.append({"call_index": index, "name": call.name, "reused": recorded is not None})
+    if recorded is not None:
+        results[position] = ctx._reused(call.name, recorded)
+        return
+
+    def record(result: Any) -> Any:
+        return ctx._record(call.name, index, result)
+
+    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs), record))
+
+
+def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
+                 described: list[dict[str, Any]]) -> None:
+    payload = ctx._checked_effect(effect.action, effect.business_key, effect.payload)
+    begun = side_effects.begin(ctx._store, ctx._lease, step=ctx.step, action=effect.action,
+                               business_key=effect.business_key, downstream=effect.downstream, payload=payload)
+    send = begun if isinstance(begun, side_effects.Send) else None
+    described.append({"action": effect.action, "business_key": effect.business_key,
+                      "operation_id": send.row.operation_id if send else None, "reused": send is None})
+    if send is None:
+        results[position] = begun
+        return
+    store, lease = ctx._store, ctx._lease
+    pending.append(_Pending(position, effect.action, send.call,
+                            record=lambda outcome: side_effects.finish(store, lease, send, outcome),
+                            start=lambda: send.start(store, lease),
+                            failed=lambda exc: side_effects.settle_failure(store, lease, send, exc)))
+
+
+def _make(ctx: StepContext, pending: list[_Pending], results: list[Any], of: int) -> None:
+    """Send every pending call on the pool, record each answer as it comes; raise once all are settled."""
+    errors: list[tuple[int, str, BaseException]] = []
+    size = min(len(pending), durable_settings.DURABLE_PARALLEL_CALLS)
+    pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"durable-parallel-{ctx.step}")
+    try:
+        with lease_kept(ctx._store, ctx._lease):  # no second worker calls while any of these may be in flight
+            running: dict[Future[Any], _Pending] = {}
+            for call in pending:  # Prepare + STARTED committed before each downstream call is submitted
+                if call.start is not None:
+                    call.start()
+                running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    call = running.pop(future)
+                    _settle(call, future, results, errors)
+    except LeaseLost:
+        pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned: nothing of it is written
+        raise
+    pool.shutdown(wait=True)
+    if errors:
+        raise _failure(sorted(errors), of)
+
+
+def _on_pool(fn: Callable[[], Any]) -> Any:
+    """A call on a pool thread: any database connection it opened is closed with it (connections are per thread)."""
+    try:
+        return fn()
+    finally:
+        connections.close_all()
+
+
+def _settle(call: _Pending, future: Future[Any], results: list[Any],
+            errors: list[tuple[int, str, BaseException]]) -> None:
+    """Record one answer on the step's thread: its result, or its failure as the ledger reads it."""
+    try:
+        try:
+            answer = future.result()
+        except Exception as exc:
+            if call.failed is not None:
+                call.failed(exc)  # a side effect's failure is recorded, and raised as the step should see it
+            raise
+        results[call.position] = call.record(answer)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        log.info("parallel call %s failed: %s", call.label, exc)
+        errors.append((call.position, call.label, exc))
+
+
+def _failure(errors: list[tuple[int, str, BaseException]], of: int) -> BaseException:
+    """What the step raises: an operation of unknown outcome waits for an operator first; one failure as it is;
+    several named together, retryable only if each is."""
+    for _, _, exc in errors:
+        if isinstance(exc, NeedsAttention):
+            return exc
+    if len(errors) == 1:
+        return errors[0][2]
+    return ParallelCallsFailed([(label, exc) for _, label, exc in errors], of)
