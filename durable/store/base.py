@@ -133,6 +133,10 @@ class RunStore:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
         return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
 
+    def checkpoint_step(self, lease: Lease) -> str:
+        """The step the newest checkpoint completed ("" for the run's start): where its route came from."""
+        return Checkpoint.objects.filter(run_id=lease.run_id, seq=lease.seq).values_list("step", flat=True).first() or ""
+
     def recorded_calls(self, lease: Lease) -> dict[str, list[RecordedCall]]:
         """Every recorded activity result of the run, by step: read once per task, not per step."""
         rows = JournalEntry.objects.filter(run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
