@@ -15,6 +15,7 @@ class ApprovalsConfig(AppConfig):
         from approvals.services import sweep_approvals
         from approvals.receivers import close_requests_of_cancelled_run
         from durable.console.live import nav_count
+        from durable.console.nav import NavEntry, add_to_nav
         from durable.console.overview import add_section
         from durable.console.search import add_finder
         from durable.exposition import add_gauges
@@ -30,4 +31,5 @@ class ApprovalsConfig(AppConfig):
         add_finder("approvals", approval_by_id)  # the console search finds a request by its id
         add_gauges("approvals", approval_gauges)  # pending requests, their oldest age, the soonest expiry
         nav_count(pending_badge)  # every live screen's version counts the header's badge
+        add_to_nav("approvals", NavEntry(link="approvals/_nav.html", badge="approvals/_nav_badge.html"))
         run_cancelled.connect(close_requests_of_cancelled_run, dispatch_uid="approvals.close_requests_of_cancelled_run")

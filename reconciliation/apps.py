@@ -7,6 +7,7 @@ class ReconciliationConfig(AppConfig):
 
     def ready(self) -> None:
         from durable.console.live import nav_count
+        from durable.console.nav import NavEntry, add_to_nav
         from durable.console.search import add_finder
         from durable.mounts import Mount, mount
         from durable.runtime.sweeper import SweepTask, add_to_sweep
@@ -19,3 +20,4 @@ class ReconciliationConfig(AppConfig):
         add_to_sweep("reconciliation", SweepTask(order=10, run=reconcile_stale, done="reconciled {} stale operation(s)"))
         add_finder("reconciliation", operation_by_id)  # the console search finds an operation by its id
         nav_count(unknown_badge)  # every live screen's version counts the header's badge
+        add_to_nav("reconciliation", NavEntry(link="reconciliation/_nav.html", badge="reconciliation/_nav_badge.html"))

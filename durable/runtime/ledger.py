@@ -1,5 +1,8 @@
-"""The side-effect ledger's writes, each fenced by the run's lease. Prepare and the moves go
-through the run store: one statement each on Postgres, one transaction elsewhere."""
+"""The side-effect ledger's moves: a row from one status to the next, each fenced by the run's lease.
+
+The boundary that calls them in order (Prepare, which creates the row, then STARTED, SUCCEEDED or a
+failure) is durable/runtime/side_effects.py; which moves are allowed is durable/engine/ledger.py's rule.
+Each goes through the run store: one statement on Postgres, one transaction elsewhere."""
 from __future__ import annotations
 
 import logging
@@ -10,8 +13,8 @@ from django.db.models import F
 
 from durable import metrics
 from durable.downstream import REPAIRED, DownstreamOutcome, with_repair_noted
-from durable.engine.errors import OperationConflict, RetryableError
-from durable.engine.ids import canonical_json, operation_id, request_hash, sha256_hex
+from durable.engine.errors import RetryableError
+from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.notifications import EventKind
 from durable.models import JournalEntry, SideEffect
@@ -29,23 +32,6 @@ class StaleOperation(RetryableError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="concurrent_ledger_change")
-
-
-def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,
-            payload: dict[str, Any]) -> SideEffect:
-    """Prepare: the id, the request hash and the ledger row. Nothing is sent."""
-    op_id = operation_id(str(lease.run_id), action, business_key)
-    req_hash = request_hash(payload)
-    row, created = store.prepare_operation(lease, {
-        "operation_id": op_id, "run_id": lease.run_id, "step": step, "action_name": action,
-        "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
-    })
-    if not created and row.request_hash != req_hash:
-        raise OperationConflict(
-            f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
-            f"and is now asked with {req_hash}; a changed request needs a new business key"
-        )
-    return row
 
 
 def _move(store: RunStore, lease: Lease, row: SideEffect, sources: set[Op], target: Op, journal: dict[str, Any] | None,

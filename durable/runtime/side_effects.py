@@ -1,20 +1,47 @@
-"""One side-effecting call: Prepare -> Execute -> Commit, before the step's checkpoint (invariant 2)."""
+"""The side-effect boundary: one side-effecting call, Prepare -> Execute -> Commit, before the step's checkpoint.
+
+Read top to bottom, the phases come in the order a call crosses them (DESIGN invariants 2 and 3, in
+docs/ledger-and-reconciliation.md):
+
+1. Prepare: the operation id, sha256("run_id:action:business_key")[:32] (the ledger's key and the
+   downstream's Idempotency-Key), the request hash, and the ledger row, PENDING. Nothing is sent. The
+   same id asked with another request is refused.
+2. Re-enter: the row's status says what this call does. SUCCEEDED returns the recorded result (a
+   duplicate prevented); FAILED_FINAL fails the step; UNKNOWN waits for an operator; STARTED, the crash
+   window, is reconciled (durable/runtime/reconciler.py), never blindly sent again; PENDING and
+   FAILED_RETRYABLE go on.
+3. Execute: the row is committed STARTED, and only then is the downstream called, under a kept lease.
+4. Commit: its answer is recorded SUCCEEDED, or its failure classified (retry, fail, or UNKNOWN when it
+   may have happened). The step returns the result; the executor then writes the checkpoint.
+
+What each status leads to is decided by pure rules (durable/engine/ledger.py); the fenced writes that move
+a row are durable/runtime/ledger.py's; a tool may act as a crash would at each phase's end
+(durable/runtime/fault_points.py).
+"""
 from __future__ import annotations
 
 import logging
 from typing import Any
 
 from durable import logs, metrics
-from durable.runtime import ledger
-from durable.downstream import Downstream, classify_error
-from durable.engine.errors import LeaseLost, NeedsAttention, NonRetryableError, RetryableError, is_ambiguous
+from durable.downstream import Downstream, DownstreamOutcome, classify_error
+from durable.engine.errors import (
+    LeaseLost,
+    NeedsAttention,
+    NonRetryableError,
+    OperationConflict,
+    RetryableError,
+    is_ambiguous,
+)
+from durable.engine.ids import operation_id, request_hash
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, after_failed_call, on_reentry
+from durable.models import SideEffect
+from durable.runtime import ledger
 from durable.runtime.fault_points import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
 from durable.runtime.heartbeat import lease_kept
-from durable.models import SideEffect
-from durable.store import Lease, RunStore
 from durable.runtime.reconciler import reconcile_started
+from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.side_effects")  # the name operators filter on, kept across the move to runtime/
 
@@ -22,16 +49,36 @@ log = logging.getLogger("durable.side_effects")  # the name operators filter on,
 def perform(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
             payload: dict[str, Any]) -> dict[str, Any]:
     """Make the external action happen once, returning its recorded result."""
-    row = ledger.prepare(store, lease, step=step, action=action, business_key=business_key,
-                         downstream=downstream.name, payload=payload)
+    row = prepare(store, lease, step=step, action=action, business_key=business_key, downstream=downstream.name,
+                  payload=payload)
     with logs.bound(operation_id=row.operation_id):
-        return _enter(store, lease, row, downstream)
+        fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
+        return _reenter(store, lease, row, downstream)
 
 
-def _enter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
-    """Act on the operation's ledger row as its status says (invariant 3)."""
+# -- 1. Prepare ------------------------------------------------------------------------------------------------
+
+def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,
+            payload: dict[str, Any]) -> SideEffect:
+    """The id, the request hash and the ledger row (created PENDING, or found as an earlier attempt left it)."""
+    op_id = operation_id(str(lease.run_id), action, business_key)
+    req_hash = request_hash(payload)
+    row, created = store.prepare_operation(lease, {
+        "operation_id": op_id, "run_id": lease.run_id, "step": step, "action_name": action,
+        "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
+    })
+    if not created and row.request_hash != req_hash:
+        raise OperationConflict(
+            f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
+            f"and is now asked with {req_hash}; a changed request needs a new business key"
+        )
+    return row
+
+
+# -- 2. Re-enter: what the row's status says (invariant 3) -----------------------------------------------------
+
+def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
     action = row.action_name
-    fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
     reentry = on_reentry(row.status, resolved_by_hand=row.status_set_by_operator)
     if reentry is Reentry.TAKE_RESOLUTION:
         log.info("%s was resolved by an operator as succeeded (%s): taking what they recorded", action,
@@ -57,11 +104,7 @@ def _enter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstrea
     return _execute(store, lease, row, downstream)
 
 
-def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
-    """What the step gets, the same live and on re-entry: the result plus the external reference
-    (which is all there is when an operator resolved the operation without a result)."""
-    return {**(result or {}), "external_ref": external_ref}
-
+# -- 3. Execute: STARTED is committed, then the downstream is called -------------------------------------------
 
 def _execute(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, *,
              may_have_happened: bool = False) -> dict[str, Any]:
@@ -81,10 +124,23 @@ def _execute(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstr
         _settle_failure(store, lease, row, downstream, exc, may_have_happened=may_have_happened)
         raise
     fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
+    return _commit(store, lease, row, downstream, outcome)
+
+
+# -- 4. Commit: the answer recorded, or the failure classified -------------------------------------------------
+
+def _commit(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream,
+            outcome: DownstreamOutcome) -> dict[str, Any]:
     ledger.commit_success(store, lease, row, outcome)
     log.info("%s succeeded on %s: %s", row.action_name, downstream.name, outcome.external_ref)
     fault_point(AFTER_COMMIT, operation_id=row.operation_id, action=row.action_name)
     return _result(outcome.result, outcome.external_ref)
+
+
+def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
+    """What the step gets, the same live and on re-entry: the result plus the external reference
+    (which is all there is when an operator resolved the operation without a result)."""
+    return {**(result or {}), "external_ref": external_ref}
 
 
 def _settle_failure(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception, *,
@@ -111,7 +167,7 @@ def _settle_failure(store: RunStore, lease: Lease, row: SideEffect, downstream: 
                              "it will be reconciled before anything is sent again",
                              kind="ambiguous" if ambiguous else verdict.kind) from exc
     ledger.mark_unknown(store, lease, row, evidence=f"{verdict.kind} after the request was sent: {verdict.message}; "
-                                                 f"{downstream.name} has no idempotency keys and no lookup")
+                                                    f"{downstream.name} has no idempotency keys and no lookup")
     raise _needs_attention(row) from exc
 
 
@@ -119,6 +175,8 @@ def _needs_attention(row: SideEffect) -> NeedsAttention:
     return NeedsAttention(f"operation {row.operation_id} ({row.action_name} for {row.business_key}) is UNKNOWN: "
                           "an operator must say whether it happened", operation_id=row.operation_id)
 
+
+# -- After the boundary: a step that gives up ------------------------------------------------------------------
 
 def mark_unsettled_unknown(store: RunStore, lease: Lease, reason: str) -> list[str]:
     """A run about to fail must not leave a possibly-performed operation looking failed.

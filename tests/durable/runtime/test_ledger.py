@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from durable import NonRetryableError, services
-from durable.runtime import executor, ledger
+from durable.runtime import executor, ledger, side_effects
 from durable.downstream import REPAIRED, DownstreamOutcome
 from durable.engine.errors import LeaseLost, OperationConflict
 from durable.engine.ids import canonical_json, request_hash, sha256_hex
@@ -65,8 +65,8 @@ def expected_operation_id(run, action, business_key):
 def test_prepare_creates_a_pending_row_with_the_id_and_request_hash_and_sends_nothing():
     run = start_probe(amount="12.50")
     lease, _ = store().claim(run.id, "test-worker", 60)
-    row = ledger.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                         payload={"amount": "12.50"})
+    row = side_effects.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                               payload={"amount": "12.50"})
     row = SideEffect.objects.get(pk=row.pk)
     assert (row.status, row.attempts, row.step, row.downstream) == (Op.PENDING, 0, "charge", "probe")
     assert row.operation_id == expected_operation_id(run, "charge", "B-1")
@@ -78,10 +78,10 @@ def test_prepare_creates_a_pending_row_with_the_id_and_request_hash_and_sends_no
 def test_preparing_the_same_request_again_returns_the_same_row():
     run = start_probe()
     lease, _ = store().claim(run.id, "test-worker", 60)
-    first = ledger.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                           payload={"amount": "10.00"})
-    again = ledger.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                           payload={"amount": "10.00"})
+    first = side_effects.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                                 payload={"amount": "10.00"})
+    again = side_effects.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                                 payload={"amount": "10.00"})
     assert again.operation_id == first.operation_id and SideEffect.objects.count() == 1
 
 
@@ -185,12 +185,12 @@ def test_rerunning_a_committed_step_returns_the_recorded_result_without_calling_
 def test_prepare_refuses_the_same_operation_with_a_different_request_naming_both_hashes():
     run = start_probe()
     lease, _ = store().claim(run.id, "test-worker", 60)
-    ledger.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                   payload={"amount": "10.00"})
+    side_effects.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                         payload={"amount": "10.00"})
     first, second = request_hash({"amount": "10.00"}), request_hash({"amount": "99.00"})
     with pytest.raises(OperationConflict) as refused:
-        ledger.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                       payload={"amount": "99.00"})
+        side_effects.prepare(store(), lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                             payload={"amount": "99.00"})
     assert first in str(refused.value) and second in str(refused.value)
     assert "new business key" in str(refused.value)
     assert SideEffect.objects.get().request_hash == first
@@ -201,8 +201,8 @@ def test_a_run_asking_for_a_different_request_under_a_prepared_operation_fails_a
     # An earlier attempt prepared this refund for another amount (the order changed in between).
     db = store()
     lease, _ = db.claim(run.id, "earlier-worker", 60)
-    ledger.prepare(db, lease, step="payment", action="refund", business_key="ORD-1001", downstream="payments",
-                   payload={**REFUND_PAYLOAD, "amount": "1.00"})
+    side_effects.prepare(db, lease, step="payment", action="refund", business_key="ORD-1001", downstream="payments",
+                         payload={**REFUND_PAYLOAD, "amount": "1.00"})
     db.release(lease)
 
     run = advance(run)
@@ -328,8 +328,8 @@ def test_a_worker_that_lost_its_lease_cannot_move_an_operation():
     run = start_probe()
     db = store()
     lease, _ = db.claim(run.id, "paused-worker", 60)
-    row = ledger.prepare(db, lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                         payload={"amount": "10.00"})
+    row = side_effects.prepare(db, lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                               payload={"amount": "10.00"})
     expire_lease(run)
     assert db.claim(run.id, "other-worker", 60) is not None  # the fencing token moved on
     with pytest.raises(LeaseLost):
@@ -341,8 +341,8 @@ def test_a_commit_for_an_operation_settled_meanwhile_is_refused_as_stale():
     run = start_probe()
     db = store()
     lease, _ = db.claim(run.id, "test-worker", 60)
-    row = ledger.prepare(db, lease, step="charge", action="charge", business_key="B-1", downstream="probe",
-                         payload={"amount": "10.00"})
+    row = side_effects.prepare(db, lease, step="charge", action="charge", business_key="B-1", downstream="probe",
+                               payload={"amount": "10.00"})
     ledger.mark_started(db, lease, row)
     SideEffect.objects.filter(pk=row.pk).update(status=Op.UNKNOWN)  # the sweeper's reconciler got there first
     with pytest.raises(ledger.StaleOperation) as stale:
