@@ -18,6 +18,9 @@ _PUBLIC = {
     "ReplayContractViolation": "durable.engine.errors",
     "RetryableError": "durable.engine.errors",
     "RetryPolicy": "durable.engine.retry",
+    "Route": "durable.engine.graph",
+    "RouteNotChosen": "durable.engine.errors",
+    "UndeclaredRoute": "durable.engine.errors",
     "UntrustedOutputRefused": "durable.engine.untrusted",
     "bound_to_run": "durable.engine.untrusted",
     "register": "durable.registry",
@@ -28,7 +31,9 @@ __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
     from durable.engine.active_runs import OnActiveBusinessKey
-    from durable.engine.errors import ActivityError, NonRetryableError, ReplayContractViolation, RetryableError
+    from durable.engine.errors import (ActivityError, NonRetryableError, ReplayContractViolation, RetryableError,
+                                       RouteNotChosen, UndeclaredRoute)
+    from durable.engine.graph import Route
     from durable.engine.retry import RetryPolicy
     from durable.engine.untrusted import UntrustedOutputRefused, bound_to_run
     from durable.registry import register

@@ -36,6 +36,10 @@ SETTINGS: dict[str, Setting] = {
                                           "before it releases the lease and re-enqueues the run."),
     "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
                                       "(threads of the worker process); the rest wait for a free one."),
+    "DURABLE_MAX_STEP_VISITS": Setting(1000, "count", "The step budget: the most step visits a run may make "
+                                       "(every step it runs, loops included) before it ends FAILED with "
+                                       "`step_budget_exhausted`; a workflow sets its own with "
+                                       "`Workflow(max_visits=...)`."),
     "DURABLE_SWEEP_SECONDS": Setting(5.0, "seconds", "The period of `manage.py durable_sweep --loop` (the "
                                      "standalone project's beat schedule uses the same value)."),
     "DURABLE_PENDING_GRACE_SECONDS": Setting(10.0, "seconds", "How long a ready run may wait for its message "

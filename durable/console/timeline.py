@@ -13,8 +13,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
 from durable.console.run_page import current_statuses
+from durable.engine.topology import shapes_from_json
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 
 # A side effect in these states waits for reconciliation (the reconciler's, or an operator's).
@@ -59,11 +61,12 @@ class Entry:
 def run_timeline(run: Run) -> list[Entry]:
     """Every recorded event of the run, oldest first."""
     ledger = list(run.side_effects.all())
+    graph = _graph(run)
     statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
     entries = [
         *(_ledger_row(row) for row in ledger),
         *(_journal(entry, statuses) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
-        *(_checkpoint(cp) for cp in run.checkpoints.defer("state")),
+        *(_checkpoint(cp, graph) for cp in run.checkpoints.defer("state")),
         *(_operator_action(action) for action in run.operator_actions.all()),
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
@@ -84,10 +87,20 @@ def _ledger_row(row: SideEffect) -> Entry:
                  detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0))
 
 
-def _checkpoint(cp: Checkpoint) -> Entry:
+def _graph(run: Run) -> Graph | None:
+    """The graph the run is pinned to, from its recorded topology (None for a run recorded without one)."""
+    try:
+        return Graph(shapes_from_json(run.topology or []))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _checkpoint(cp: Checkpoint, graph: Graph | None) -> Entry:
     done = "run started" if cp.seq == 0 else f"{cp.step} done"
-    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, f"checkpoint #{cp.seq}: {done} → {cp.next_step or 'end'}",
-                 checkpoint_seq=cp.seq, order=(2, cp.seq))
+    summary = f"checkpoint #{cp.seq}: {done} → {cp.next_step or 'end'}"
+    if cp.seq and graph is not None and graph.is_chosen(cp.step, cp.next_step or None):
+        summary += f" (route {cp.step} -> {cp.next_step or 'end'})"  # the step chose it: a branch, a loop, a finish
+    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, summary, checkpoint_seq=cp.seq, order=(2, cp.seq))
 
 
 def _operator_action(action: OperatorAction) -> Entry:
@@ -129,6 +142,8 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
         case Kind.RETRY_SCHEDULED:
             summary = f"attempt {detail.get('attempt')} failed: {problem}; retry in {detail.get('delay_seconds')} s"
             return EntryKind.RETRY, summary, ""
+        case Kind.FAILED if error.get("kind") == "step_budget_exhausted":
+            return EntryKind.FAILURE, f"stopped by the step budget after {error.get('visits')} visits: {problem}", ""
         case Kind.FAILED:
             return EntryKind.FAILURE, f"failed at attempt {detail.get('attempt')}: {problem}", ""
         case Kind.NEEDS_ATTENTION:

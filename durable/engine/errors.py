@@ -61,6 +61,25 @@ class ReplayContractViolation(DurableError):
     """Re-executed code asked for different recorded calls than history holds (invariant 5)."""
 
 
+class UndeclaredRoute(NonRetryableError):
+    """A step chose a route it did not declare (invariant 15): the code would choose it again, so the run fails."""
+
+    def __init__(self, step: str, route: str | None, declared: tuple[str, ...]) -> None:
+        allowed = f"it declares {', '.join(map(repr, declared))}" if declared else "it declares no route (it ends the run)"
+        super().__init__(f"step {step!r} chose the route {route!r}, which it does not declare: {allowed}; "
+                         f"add {route!r} to the step's next=[...] or choose a declared route", kind="undeclared_route")
+        self.step, self.route, self.declared = step, route, declared
+
+
+class RouteNotChosen(NonRetryableError):
+    """A step that declares several routes returned a plain state: which route it takes is not said."""
+
+    def __init__(self, step: str, declared: tuple[str, ...]) -> None:
+        super().__init__(f"step {step!r} declares the routes {', '.join(map(repr, declared))} and returned a plain "
+                         "state: return wf.goto(<route>, state) or wf.finish(state)", kind="route_not_chosen")
+        self.step, self.declared = step, declared
+
+
 class OperationConflict(ActivityError):
     """The same operation id was prepared again with a different request: refused, never sent."""
 

@@ -134,6 +134,10 @@ class RunStore:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
         return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
 
+    def checkpoint_step(self, lease: Lease) -> str:
+        """The step the newest checkpoint completed ("" for the run's start): where its route came from."""
+        return Checkpoint.objects.filter(run_id=lease.run_id, seq=lease.seq).values_list("step", flat=True).first() or ""
+
     def recorded_calls(self, lease: Lease, step: str) -> list[RecordedCall]:
         """The recorded activity results of the visit the run resumes with: `step` from checkpoint `lease.seq`.
 
