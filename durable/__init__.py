@@ -15,6 +15,8 @@ _PUBLIC = {
     "ActivityError": "durable.engine.errors",
     "OnActiveBusinessKey": "durable.engine.active_runs",
     "NonRetryableError": "durable.engine.errors",
+    "OperationConflict": "durable.engine.errors",
+    "ParallelCallsFailed": "durable.engine.errors",
     "ReplayContractViolation": "durable.engine.errors",
     "RetryableError": "durable.engine.errors",
     "RetryPolicy": "durable.engine.retry",
@@ -22,6 +24,7 @@ _PUBLIC = {
     "RouteNotChosen": "durable.engine.errors",
     "UndeclaredRoute": "durable.engine.errors",
     "UntrustedOutputRefused": "durable.engine.untrusted",
+    "WrongThread": "durable.engine.errors",
     "bound_to_run": "durable.engine.untrusted",
     "register": "durable.registry",
     "Workflow": "durable.workflow",
@@ -31,8 +34,9 @@ __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
     from durable.engine.active_runs import OnActiveBusinessKey
-    from durable.engine.errors import (ActivityError, NonRetryableError, ReplayContractViolation, RetryableError,
-                                       RouteNotChosen, UndeclaredRoute)
+    from durable.engine.errors import (ActivityError, NonRetryableError, OperationConflict, ParallelCallsFailed,
+                                       ReplayContractViolation, RetryableError, RouteNotChosen, UndeclaredRoute,
+                                       WrongThread)
     from durable.engine.graph import Route
     from durable.engine.retry import RetryPolicy
     from durable.engine.untrusted import UntrustedOutputRefused, bound_to_run

@@ -63,10 +63,12 @@ def run_timeline(run: Run) -> list[Entry]:
     ledger = list(run.side_effects.all())
     graph = _graph(run)
     statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
+    checkpoints = list(run.checkpoints.defer("state"))
+    visits = visit_names(checkpoints)
     entries = [
         *(_ledger_row(row) for row in ledger),
-        *(_journal(entry, statuses) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
-        *(_checkpoint(cp, graph) for cp in run.checkpoints.defer("state")),
+        *(_journal(entry, statuses, visits) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
+        *(_checkpoint(cp, graph) for cp in checkpoints),
         *(_operator_action(action) for action in run.operator_actions.all()),
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
@@ -111,9 +113,30 @@ def _operator_action(action: OperatorAction) -> Entry:
                  detail=detail, operation_id=action.operation_id, order=(3, action.id))
 
 
-def _journal(entry: JournalEntry, statuses: dict[str, str]) -> Entry:
+def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
+    """Each visit by the seq of the checkpoint it started from, named as the step and its ordinal: "act #3"."""
+    made: dict[str, int] = {}
+    names = {}
+    for cp in sorted(checkpoints, key=lambda cp: cp.seq):
+        if cp.next_step:
+            made[cp.next_step] = made.get(cp.next_step, 0) + 1
+            names[cp.seq] = f"{cp.next_step} #{made[cp.next_step]}"
+    return names
+
+
+# The entries recorded by a visit's calls: shown with the visit they belong to ("act #3").
+_OF_A_VISIT = frozenset({JournalEntry.Kind.ACTIVITY, JournalEntry.Kind.ACTIVITY_REUSED, JournalEntry.Kind.PARALLEL})
+
+
+def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, str]) -> Entry:
     detail = entry.detail or {}
     kind, summary, status = _describe(entry, detail, statuses)
+    if entry.kind in _OF_A_VISIT and entry.visit in visits:
+        summary += f" ({visits[entry.visit]})"
+    if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
+        done_in = visits[detail["done_in_visit"]]
+        summary = (f"side effect {entry.name} asked again: already done in visit #{done_in.rpartition('#')[2]} "
+                   f"({done_in}), the recorded result was reused")
     return Entry(entry.created_at, kind, entry.step, summary,
                  detail=entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail, status=status,
                  operation_id=detail.get("operation_id", ""),
@@ -128,6 +151,10 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
     match entry.kind:
         case Kind.ACTIVITY:
             return EntryKind.ACTIVITY, f"activity {entry.name} #{entry.call_index} recorded", ""
+        case Kind.PARALLEL:
+            calls = ", ".join(f"{call['name']} #{call['call_index']}" if "name" in call else str(call.get("action"))
+                              for call in detail.get("calls", []))
+            return EntryKind.ACTIVITY, f"parallel: {calls} started together", ""
         case Kind.ACTIVITY_REUSED:
             calls = ", ".join(f"{call.get('name')} #{call.get('call_index')}" for call in detail.get("calls", []))
             return EntryKind.ACTIVITY, f"step ran again: activity {calls} reused from history, not called again", ""
