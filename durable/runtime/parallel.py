@@ -136,8 +136,8 @@ def _make(ctx: StepContext, pending: list[_Pending], results: list[Any], of: int
                 for future in done:
                     call = running.pop(future)
                     _settle(call, future, results, errors)
-    except LeaseLost:
-        pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned: nothing of it is written
+    except BaseException:  # the lease lost, a crash, a ledger row moved under us: nothing more is written
+        pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned; a sent one stays STARTED
         raise
     pool.shutdown(wait=True)
     if errors:

@@ -73,6 +73,10 @@ class Command(BaseCommand):
                             help="time resuming a run that has N recorded activity results, in this process")
         parser.add_argument("--side-effect", action="store_true",
                             help="with --in-process: one more step per run, with one side effect")
+        parser.add_argument("--parallel", type=int, default=0, metavar="N",
+                            help="time --runs runs of one step making N activities at once (ctx.parallel), "
+                                 "each taking --call-ms, in this process")
+        parser.add_argument("--call-ms", type=float, default=50.0, help="with --parallel: how long each call takes")
         parser.add_argument("--loop", action="store_true",
                             help="runs of one step that routes back to itself, visited --steps times, instead "
                                  "of --steps declared steps (what a loop visit costs beside a declared step)")
@@ -105,6 +109,11 @@ class Command(BaseCommand):
 
             self.stdout.write(f"durable_bench --sweeper-at {options['sweeper_at']:,}")
             self._lines(sweeper.seed_and_time(options["sweeper_at"], keep=keep))
+            return
+        if options["parallel"]:
+            from durable.tools.bench.parallel import time_parallel
+
+            self._lines(time_parallel(options["parallel"], options["call_ms"], runs))
             return
         if options["resume_with"]:
             from durable.tools.bench.resume import time_resume
