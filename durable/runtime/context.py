@@ -133,10 +133,15 @@ class StepContext:
         return recorded.result
 
     def _record(self, name: str, index: int, answer: Any) -> Any:
-        result = to_json(answer)
-        # Refused before it is recorded: the journal never holds what the database cannot store.
-        refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
+        result = self._recordable(name, answer)
         self._store.record_activity(self._lease, self.step, index, name, result)
+        return result
+
+    @staticmethod
+    def _recordable(name: str, answer: Any) -> Any:
+        """The answer as it is recorded (JSON), refused before it is recorded if the database cannot store it."""
+        result = to_json(answer)
+        refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
         return result
 
     def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],

@@ -65,6 +65,7 @@ class _Pending:
     record: Callable[[Any], Any]
     start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
     failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
+    activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
 
 
 def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
@@ -98,7 +99,8 @@ def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], 
     def record(result: Any) -> Any:
         return ctx._record(call.name, index, result)
 
-    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs), record))
+    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs), record,
+                            activity=(call.name, index)))
 
 
 def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
@@ -133,9 +135,15 @@ def _make(ctx: StepContext, pending: list[_Pending], results: list[Any], of: int
                 running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
             while running:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
+                together = []
                 for future in done:
                     call = running.pop(future)
-                    _settle(call, future, results, errors)
+                    if call.activity is not None and future.exception() is None:
+                        together.append((call, future))
+                    else:
+                        _settle(call, future, results, errors)
+                if together:  # activities that answered at about the same time: one write for all of them
+                    _record_together(ctx, together, results, errors)
     except BaseException:  # the lease lost, a crash, a ledger row moved under us: nothing more is written
         pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned; a sent one stays STARTED
         raise
@@ -168,6 +176,22 @@ def _settle(call: _Pending, future: Future[Any], results: list[Any],
     except Exception as exc:
         log.info("parallel call %s failed: %s", call.label, exc)
         errors.append((call.position, call.label, exc))
+
+
+def _record_together(ctx: StepContext, answered: list[tuple[_Pending, Future[Any]]], results: list[Any],
+                     errors: list[tuple[int, str, BaseException]]) -> None:
+    """Record the results of activities that answered together in one fenced write, each under its own index."""
+    rows: list[tuple[_Pending, int, str, Any]] = []
+    for call, future in answered:
+        name, index = call.activity  # type: ignore[misc]
+        try:
+            rows.append((call, index, name, ctx._recordable(name, future.result())))
+        except Exception as exc:  # not storable: that call's error, the others are recorded
+            errors.append((call.position, call.label, exc))
+    if rows:
+        ctx._store.record_activities(ctx._lease, ctx.step, [(index, name, result) for _, index, name, result in rows])
+        for call, _, _, result in rows:
+            results[call.position] = result
 
 
 def _failure(errors: list[tuple[int, str, BaseException]], of: int) -> BaseException:

@@ -219,6 +219,15 @@ class RunStore:
             self._progress(lease, now)
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
 
+    def record_activities(self, lease: Lease, step: str, calls: list[tuple[int, str, Any]]) -> None:
+        """Several activities' results (call_index, name, result) that came back together, in one fenced write."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._progress(lease, now)
+            JournalEntry.objects.bulk_create([JournalEntry(
+                run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY, step=step, visit=lease.seq, call_index=index,
+                name=name, result=result, fencing_token=lease.token, created_at=now) for index, name, result in calls])
+
     def record_parallel(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:
         """ctx.parallel starts a group: its calls, their indexes, which were reused; the timeline shows one group."""
         now = timezone.now()

@@ -136,6 +136,14 @@ INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, r
 SELECT id, 'activity', %(step)s, %(seq)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(token)s, %(now)s FROM fenced
 """
 
+# Several results that came back together (ctx.parallel): one fenced statement, one row each, or none.
+_ACTIVITIES_SQL = f"""
+WITH fenced AS ({_FENCE})
+INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, result, fencing_token, created_at)
+SELECT fenced.id, 'activity', %(step)s, %(seq)s, call.call_index, call.name, call.result, %(token)s, %(now)s
+  FROM fenced CROSS JOIN jsonb_to_recordset(%(calls)s::jsonb) AS call(call_index int, name text, result jsonb)
+"""
+
 # The row as inserted, or as it was; no row at all when the lease is lost (or in a race the
 # portable path settles).
 _PREPARE_OPERATION_SQL = f"""
@@ -250,6 +258,13 @@ class PostgresRunStore(RunStore):
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
                   "result": json.dumps(result)}
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
+
+    def record_activities(self, lease: Lease, step: str, calls: list[tuple[int, str, Any]]) -> None:
+        rows = [{"call_index": index, "name": name, "result": result} for index, name, result in calls]
+        params = {**_fence_params(lease, timezone.now()), "step": step, "calls": json.dumps(rows)}
+        rowcount, _ = run_statement(_ACTIVITIES_SQL, params)
+        if rowcount != len(rows):  # nothing was written: the fence found the lease gone
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
