@@ -18,7 +18,7 @@ class ApprovalsConfig(AppConfig):
         from durable.console.live import nav_count
         from durable.console.nav import NavEntry, add_to_nav
         from durable.console.overview import add_section
-        from durable.console.pages import Page, add_page
+        from durable.console.pages import ObjectPage, add_page
         from durable.console.run_page import add_run_section
         from durable.console.search import add_finder
         from durable.exposition import add_gauges
@@ -30,7 +30,7 @@ class ApprovalsConfig(AppConfig):
         register_approval_gate(request_approval)  # what ctx.request_approval asks
         add_to_sweep("approvals", SweepTask(order=20, run=sweep_approvals, done="expired {} approval(s)"))
         mount("approvals", Mount("approvals/", "approvals.urls", api_urls="approvals.api.urls"))
-        add_page("approval", Page("approvals:detail", permission="approvals.view_approvalrequest"))
+        add_page("approval", ObjectPage("approvals:detail", permission="approvals.view_approvalrequest"))
         add_to_nav("approvals", NavEntry(link="approvals/_nav.html", badge="approvals/_nav_badge.html"))
         nav_count(pending_badge)  # every live screen's version counts the header's badge
         add_section("approvals", overview.SECTION)  # requests waiting for people, decisions over the last day

@@ -84,7 +84,7 @@ def revoke_token(*, token_id: int, by: Actor = None, source: str, reason: str = 
     return row
 
 
-class Refusal(Exception):
+class TokenRefused(Exception):
     """Why a presented token was refused, in words a client can act on; `prefix` names a token that exists."""
 
     def __init__(self, message: str, prefix: str = "") -> None:
@@ -93,20 +93,20 @@ class Refusal(Exception):
 
 
 def authenticate_token(token: str) -> ApiToken:
-    """The live token `token` is, or Refusal saying why not (unknown, revoked, expired, inactive user)."""
+    """The live token `token` is, or TokenRefused saying why not (unknown, revoked, expired, inactive user)."""
     now = timezone.now()
     candidates = ApiToken.objects.select_related("user").filter(prefix=token_prefix(token))
     row = next((row for row in candidates if token_matches(token, row.secret_hash)), None)
     if row is None:
-        raise Refusal("Invalid token.")
+        raise TokenRefused("Invalid token.")
     if row.revoked_at is not None:
-        raise Refusal(f"This API token ({row.prefix}…) was revoked at {row.revoked_at:%Y-%m-%d %H:%M:%S %Z}; "
-                      "create a new one on the console's API tokens page.", row.prefix)
+        raise TokenRefused(f"This API token ({row.prefix}…) was revoked at {row.revoked_at:%Y-%m-%d %H:%M:%S %Z}; "
+                           "create a new one on the console's API tokens page.", row.prefix)
     if row.expires_at <= now:
-        raise Refusal(f"This API token ({row.prefix}…) expired at {row.expires_at:%Y-%m-%d %H:%M:%S %Z}; "
-                      "create a new one on the console's API tokens page.", row.prefix)
+        raise TokenRefused(f"This API token ({row.prefix}…) expired at {row.expires_at:%Y-%m-%d %H:%M:%S %Z}; "
+                           "create a new one on the console's API tokens page.", row.prefix)
     if not row.user.is_active:
-        raise Refusal("User inactive or deleted.", row.prefix)
+        raise TokenRefused("User inactive or deleted.", row.prefix)
     _note_use(row, now)
     return row
 

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 
 from durable.models import SecurityEvent
 from durable.security import record_refusal
-from durable.tokens import Refusal, authenticate_token
+from durable.tokens import TokenRefused, authenticate_token
 
 
 class ApiTokenAuthentication(authentication.TokenAuthentication):
@@ -23,7 +23,7 @@ class ApiTokenAuthentication(authentication.TokenAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.")
         try:
             row = authenticate_token(key)
-        except Refusal as refusal:
+        except TokenRefused as refusal:
             if refusal.prefix:  # a real token, revoked or expired: someone still holds it, which is worth a trace
                 record_refusal(kind=SecurityEvent.Kind.TOKEN_REFUSED, source="api", request=self.request,
                                action="api_token", target=refusal.prefix, reason=refusal.message)

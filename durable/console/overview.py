@@ -73,11 +73,11 @@ class Section:
     read: Callable[[datetime], Any]
     now_template: str
     last_day_template: str
-    context: Callable[[Any], dict[str, Any]] = lambda read: {}
+    context: Callable[[Any], dict[str, Any]] = lambda data: {}  # nothing more, unless the section says
 
 
 @dataclass(frozen=True)
-class Shown:
+class ShownSection:
     """One section as read for this page."""
 
     section: Section
@@ -96,7 +96,7 @@ def add_section(name: str, section: Section) -> None:
 class Overview:
     now: Now
     last_day: LastDay
-    sections: tuple[Shown, ...] = ()
+    sections: tuple[ShownSection, ...] = ()
 
     def context(self) -> dict[str, Any]:
         """What the sections give the page beside themselves."""
@@ -106,7 +106,7 @@ class Overview:
 def overview() -> Overview:
     day = last_day()
     return Overview(now=state_now(), last_day=day,
-                    sections=tuple(Shown(section, section.read(day.since)) for section in _sections.values()))
+                    sections=tuple(ShownSection(section, section.read(day.since)) for section in _sections.values()))
 
 
 def state_now() -> Now:

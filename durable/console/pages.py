@@ -15,15 +15,15 @@ from django.urls import NoReverseMatch, reverse
 
 
 @dataclass(frozen=True)
-class Page:
+class ObjectPage:
     url_name: str  # reversed with the object's id (or nothing, for a list)
     permission: str = ""  # what a user needs to follow the link ("" : whoever sees the page that links to it)
 
 
-_pages: dict[str, Page] = {"run": Page("durable:run-detail")}
+_pages: dict[str, ObjectPage] = {"run": ObjectPage("durable:run-detail")}
 
 
-def add_page(kind: str, page: Page) -> None:
+def add_page(kind: str, page: ObjectPage) -> None:
     """Called from an app's ready(): the page that shows objects of `kind` ("approval", "operation"...)."""
     _pages[kind] = page
 

@@ -15,7 +15,7 @@ from durable.console import timezones
 from durable.labels import LabelledForm
 
 
-class PreferencesForm(LabelledForm, forms.Form):
+class TimeZoneForm(LabelledForm, forms.Form):
     time_zone = forms.CharField(max_length=64, label=timezones.LABEL,
                                 help_text="times on every page are shown in it, e.g. Europe/Paris")
     # Set by durable/static/durable/time-zone.js when it sends the browser's zone: answered with 204, not a page.
@@ -28,8 +28,8 @@ def preferences(request: HttpRequest) -> HttpResponse:
     """Every logged-in user sets their own preferences; nobody else's."""
     if request.method != "POST":
         current = timezones.operator_zone(request)
-        return _page(request, PreferencesForm(initial={"time_zone": current}))
-    form = PreferencesForm(request.POST)
+        return _page(request, TimeZoneForm(initial={"time_zone": current}))
+    form = TimeZoneForm(request.POST)
     if not form.is_valid():
         return _page(request, form, status=HTTPStatus.BAD_REQUEST)
     try:
@@ -44,6 +44,6 @@ def preferences(request: HttpRequest) -> HttpResponse:
     return redirect("durable:preferences")
 
 
-def _page(request: HttpRequest, form: PreferencesForm, status: int = HTTPStatus.OK) -> HttpResponse:
+def _page(request: HttpRequest, form: TimeZoneForm, status: int = HTTPStatus.OK) -> HttpResponse:
     context = {"form": form, "zones": sorted(timezones.known_zones())}
     return render(request, "durable/preferences.html", context, status=status)

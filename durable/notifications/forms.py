@@ -8,7 +8,7 @@ from django import forms
 from durable.notifications.models import EVENT_CHOICES, Channel
 
 
-class PreferencesForm(forms.Form):
+class NotificationPreferencesForm(forms.Form):
     events = forms.MultipleChoiceField(choices=EVENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple,
                                        label="Tell me when")
     channels = forms.MultipleChoiceField(choices=Channel.choices, required=False,

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from durable.notifications.fanout import channels_available
-from durable.notifications.forms import PreferencesForm
+from durable.notifications.forms import NotificationPreferencesForm
 from durable.notifications.models import NotificationDelivery, NotificationPreference
 
 LISTED = 50
@@ -27,8 +27,8 @@ def preferences(request: HttpRequest) -> HttpResponse:
     saved = NotificationPreference.objects.filter(user=request.user).first()
     if request.method != "POST":
         initial = {"events": saved.events, "channels": saved.channels} if saved else {}
-        return _page(request, PreferencesForm(initial=initial, available=available))
-    form = PreferencesForm(request.POST, available=available)
+        return _page(request, NotificationPreferencesForm(initial=initial, available=available))
+    form = NotificationPreferencesForm(request.POST, available=available)
     if not form.is_valid():
         return _page(request, form, status=HTTPStatus.BAD_REQUEST)
     NotificationPreference.objects.update_or_create(user=request.user, defaults=form.cleaned_data)
@@ -36,7 +36,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
     return redirect("durable:notifications")
 
 
-def _page(request: HttpRequest, form: PreferencesForm, *, status: int = HTTPStatus.OK) -> HttpResponse:
+def _page(request: HttpRequest, form: NotificationPreferencesForm, *, status: int = HTTPStatus.OK) -> HttpResponse:
     failed_first = Case(When(status=Status.FAILED, then=0), default=1, output_field=IntegerField())
     deliveries = (NotificationDelivery.objects.filter(user=request.user).exclude(status=Status.DIGESTED)
                   .select_related("event").order_by(failed_first, "-created_at")[:LISTED])
@@ -44,5 +44,5 @@ def _page(request: HttpRequest, form: PreferencesForm, *, status: int = HTTPStat
     return render(request, "durable/notifications.html", context, status=status)
 
 
-def available_labels(form: PreferencesForm) -> list[str]:
+def available_labels(form: NotificationPreferencesForm) -> list[str]:
     return [label for value, label in form.fields["channels"].choices if value in form.available]

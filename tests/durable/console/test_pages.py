@@ -30,5 +30,5 @@ def test_a_user_without_the_pages_permission_gets_no_link():
 
 
 def test_a_page_whose_urls_are_not_mounted_has_no_link(monkeypatch):
-    monkeypatch.setitem(pages._pages, "ghost", pages.Page("ghost:detail"))
+    monkeypatch.setitem(pages._pages, "ghost", pages.ObjectPage("ghost:detail"))
     assert pages.page_url("ghost", 1) == ""

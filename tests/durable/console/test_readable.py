@@ -200,7 +200,8 @@ def console_forms() -> list[type[forms.Form]]:
 
 def test_the_label_rule_sees_every_console_form():
     names = {form.__name__ for form in console_forms()}
-    assert {"ActionForm", "DecisionForm", "ResolveForm", "BulkForm", "PreferencesForm"} <= names
+    assert {"ActionForm", "DecisionForm", "ResolveForm", "BulkForm", "TimeZoneForm",
+            "NotificationPreferencesForm"} <= names
 
 
 @pytest.mark.parametrize("form", console_forms(), ids=lambda form: f"{form.__module__}.{form.__name__}")
