@@ -16,6 +16,7 @@ from typing import Any
 from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
 from durable.engine.topology import shapes_from_json
+from durable.console.run_page import current_statuses
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 
 # A side effect in these states waits for reconciliation (the reconciler's, or an operator's).
@@ -61,10 +62,10 @@ def run_timeline(run: Run) -> list[Entry]:
     """Every recorded event of the run, oldest first."""
     ledger = list(run.side_effects.all())
     graph = _graph(run)
-    approvals = {str(pk): status for pk, status in run.approvals.values_list("id", "status")}
+    statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
     entries = [
         *(_ledger_row(row) for row in ledger),
-        *(_journal(entry, approvals) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
+        *(_journal(entry, statuses) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
         *(_checkpoint(cp, graph) for cp in run.checkpoints.defer("state")),
         *(_operator_action(action) for action in run.operator_actions.all()),
     ]
@@ -110,16 +111,16 @@ def _operator_action(action: OperatorAction) -> Entry:
                  detail=detail, operation_id=action.operation_id, order=(3, action.id))
 
 
-def _journal(entry: JournalEntry, approvals: dict[str, str]) -> Entry:
+def _journal(entry: JournalEntry, statuses: dict[str, str]) -> Entry:
     detail = entry.detail or {}
-    kind, summary, status = _describe(entry, detail, approvals)
+    kind, summary, status = _describe(entry, detail, statuses)
     return Entry(entry.created_at, kind, entry.step, summary,
                  detail=entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id))
 
 
-def _describe(entry: JournalEntry, detail: dict[str, Any], approvals: dict[str, str]) -> tuple[EntryKind, str, str]:
+def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, str]) -> tuple[EntryKind, str, str]:
     """The entry's kind on the timeline, its one line in an operator's words, and its request's status now."""
     error = detail.get("error") or detail
     problem = f"{error.get('kind', 'error')}: {error.get('message', '')}"
@@ -151,6 +152,6 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], approvals: dict[str, 
             return EntryKind.BLOCKED, f"blocked on the replay contract: {problem}", ""
         case Kind.APPROVAL:
             event = str(detail.get("event", ""))
-            return EntryKind.APPROVAL, f"approval {APPROVAL_EVENTS.get(event, event)}", approvals.get(
+            return EntryKind.APPROVAL, f"approval {APPROVAL_EVENTS.get(event, event)}", statuses.get(
                 detail.get("request", ""), "")
     return EntryKind.NOTE, f"{entry.kind} {entry.name}".strip(), ""

@@ -30,6 +30,7 @@ from durable.console import search as finder
 from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ActionForm, RunsQuery, page_marker
 from durable.console.live_states import run_state, runs_state
+from durable.console.run_page import run_sections
 from durable.console.rendering import (
     ActionOutcome,
     fragment_or_page,
@@ -159,7 +160,7 @@ def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, A
         "contents": contents,
         "timeline": run_timeline(run) if contents else [],
         "side_effects": run.side_effects.all() if contents else [],
-        "approvals": run.approvals.order_by("created_at", "ask"),
+        "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
         **_panel(request, run, **panel),
     }
 

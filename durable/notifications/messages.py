@@ -4,20 +4,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.urls import NoReverseMatch, reverse
-
 from durable.conf import durable_settings
+from durable.console.pages import page_url
 from durable.engine.notifications import LABELS, EventKind
 from durable.notifications.models import NotificationDelivery, NotificationEvent
 
-# The console page each kind of event points at, by URL name and the argument it takes (the subject or the run).
+# The console page each kind of event points at: the kind of object it shows (durable/console/pages.py, where
+# the apps register theirs) and the event's field naming it (the subject or the run).
 PAGE = {
-    EventKind.APPROVAL_REQUESTED: ("approvals:detail", "subject"),
-    EventKind.APPROVAL_EXPIRING: ("approvals:detail", "subject"),
-    EventKind.APPROVAL_EXPIRED: ("approvals:detail", "subject"),
-    EventKind.OPERATION_UNKNOWN: ("reconciliation:operation", "subject"),
-    EventKind.RUN_NEEDS_ATTENTION: ("durable:run-detail", "run_id"),
-    EventKind.RUN_FAILED: ("durable:run-detail", "run_id"),
+    EventKind.APPROVAL_REQUESTED: ("approval", "subject"),
+    EventKind.APPROVAL_EXPIRING: ("approval", "subject"),
+    EventKind.APPROVAL_EXPIRED: ("approval", "subject"),
+    EventKind.OPERATION_UNKNOWN: ("operation", "subject"),
+    EventKind.RUN_NEEDS_ATTENTION: ("run", "run_id"),
+    EventKind.RUN_FAILED: ("run", "run_id"),
 }
 
 
@@ -30,11 +30,8 @@ class Message:
 
 def console_url(event: NotificationEvent) -> str:
     """The event's page, absolute when DURABLE_NOTIFY_CONSOLE_URL says where the console is."""
-    name, argument = PAGE[EventKind(event.kind)]
-    try:
-        path = reverse(name, args=[str(getattr(event, argument))])
-    except NoReverseMatch:  # a host that does not mount that app's pages
-        path = ""
+    kind, argument = PAGE[EventKind(event.kind)]
+    path = page_url(kind, getattr(event, argument))  # "" when no installed app shows that kind
     return durable_settings.DURABLE_NOTIFY_CONSOLE_URL.rstrip("/") + path if path else ""
 
 
