@@ -195,7 +195,9 @@ class Workflow:
         return self.get_step(step).retry or self.retry
 
     def contract(self) -> dict[str, Any]:
-        """What a run records at start and is pinned to."""
+        """What a run records at start and is pinned to (a ValueError for a graph that is not one: no run
+        starts on it)."""
+        self.validate()
         return {
             "workflow_name": self.name,
             "workflow_version": self.version,

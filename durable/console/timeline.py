@@ -8,6 +8,7 @@ the same events with who, before and after.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -15,8 +16,8 @@ from typing import Any
 
 from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
-from durable.console.run_page import current_statuses
 from durable.engine.topology import shapes_from_json
+from durable.console.run_page import current_statuses
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 
 # A side effect in these states waits for reconciliation (the reconciler's, or an operator's).
@@ -114,13 +115,15 @@ def _operator_action(action: OperatorAction) -> Entry:
 
 
 def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
-    """Each visit by the seq of the checkpoint it started from, named as the step and its ordinal: "act #3"."""
-    made: dict[str, int] = {}
+    """Each visit by the seq of the checkpoint it started from, named as the step, its ordinal and how many
+    visits the step has had: "act #3 of 5". The timeline says "act #3" where a step was visited more than once."""
+    ordered = sorted((cp for cp in checkpoints if cp.next_step), key=lambda cp: cp.seq)
+    totals = Counter(cp.next_step for cp in ordered)
+    made: Counter[str] = Counter()
     names = {}
-    for cp in sorted(checkpoints, key=lambda cp: cp.seq):
-        if cp.next_step:
-            made[cp.next_step] = made.get(cp.next_step, 0) + 1
-            names[cp.seq] = f"{cp.next_step} #{made[cp.next_step]}"
+    for cp in ordered:
+        made[cp.next_step] += 1
+        names[cp.seq] = f"{cp.next_step} #{made[cp.next_step]} of {totals[cp.next_step]}"
     return names
 
 
@@ -131,10 +134,10 @@ _OF_A_VISIT = frozenset({JournalEntry.Kind.ACTIVITY, JournalEntry.Kind.ACTIVITY_
 def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, str]) -> Entry:
     detail = entry.detail or {}
     kind, summary, status = _describe(entry, detail, statuses)
-    if entry.kind in _OF_A_VISIT and entry.visit in visits:
-        summary += f" ({visits[entry.visit]})"
+    if entry.kind in _OF_A_VISIT and entry.visit in visits and not visits[entry.visit].endswith(" #1 of 1"):
+        summary += f" ({visits[entry.visit].partition(' of ')[0]})"
     if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
-        done_in = visits[detail["done_in_visit"]]
+        done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
         summary = (f"side effect {entry.name} asked again: already done in visit #{done_in.rpartition('#')[2]} "
                    f"({done_in}), the recorded result was reused")
     return Entry(entry.created_at, kind, entry.step, summary,

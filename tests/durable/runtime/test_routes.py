@@ -173,3 +173,12 @@ def test_a_migration_mapping_to_no_step_is_refused_at_registration():
     wrong = gw.build_loop(8, migrations=[Migration(from_version=1, step_map={"think": "ponder"})])
     with pytest.raises(ValueError, match="maps to 'ponder', not a step of this version"):
         WorkflowRegistry().register(wrong)
+
+
+def test_no_run_starts_on_a_graph_whose_routes_name_no_step(monkeypatch):
+    wrong = gw.build_loop(9)
+    wrong.step(lambda ctx, state: state, name="stray", next=["nowhere"])  # declared after registration
+    monkeypatch.setitem(registry._by_key, (wrong.name, 9), wrong)
+    with pytest.raises(ValueError, match="'nowhere', which is not a step"):
+        start(gw.LOOP, version=9)
+    assert not Run.objects.filter(workflow_version=9).exists()
