@@ -57,12 +57,13 @@ class Effect:
 
 @dataclass
 class _Pending:
-    """A call still to make: what runs on the pool, and what records its answer on the step's thread."""
+    """A call still to make: what runs on the pool, and what records its answer on the step's thread (an
+    activity's with the others that answered with it, `_record_together`; a side effect's by `record`)."""
 
     position: int
     label: str
     run: Callable[[], Any]
-    record: Callable[[Any], Any]
+    record: Callable[[Any], Any] | None = None  # a side effect's Commit
     start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
     failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
     activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
@@ -83,9 +84,14 @@ def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
     ctx._store.record_parallel(ctx._lease, ctx.step, described)
     if pending:
         _make(ctx, pending, results, len(calls))
-    return [calls[i].returns.model_validate(result)  # type: ignore[union-attr]
-            if isinstance(calls[i], Call) and calls[i].returns is not None else result  # type: ignore[union-attr]
-            for i, result in enumerate(results)]
+    return [_as_asked(call, result) for call, result in zip(calls, results)]
+
+
+def _as_asked(call: Call | Effect, result: Any) -> Any:
+    """An activity's result as the model its `returns=` names, live and on replay alike; anything else as recorded."""
+    if isinstance(call, Call) and call.returns is not None:
+        return call.returns.model_validate(result)  # type: ignore[attr-defined]
+    return result
 
 
 def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], pending: list[_Pending],
@@ -96,10 +102,7 @@ def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], 
         results[position] = ctx._reused(call.name, recorded)
         return
 
-    def record(result: Any) -> Any:
-        return ctx._record(call.name, index, result)
-
-    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs), record,
+    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs),
                             activity=(call.name, index)))
 
 
@@ -170,6 +173,7 @@ def _settle(call: _Pending, future: Future[Any], results: list[Any],
             if call.failed is not None:
                 call.failed(exc)  # a side effect's failure is recorded, and raised as the step should see it
             raise
+        assert call.record is not None  # an activity that answered is recorded with the others (_record_together)
         results[call.position] = call.record(answer)
     except LeaseLost:
         raise
