@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db import connections
 
@@ -26,10 +26,9 @@ from durable.conf import durable_settings
 from durable.downstream import Downstream
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
 from durable.runtime import side_effects
+from durable.engine.replay import RecordedCall
 from durable.runtime.heartbeat import lease_kept
-
-if TYPE_CHECKING:
-    from durable.runtime.context import StepContext
+from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.activity")
 
@@ -53,6 +52,22 @@ class Effect:
     business_key: str
     downstream: Downstream
     payload: dict[str, Any]
+
+
+class StepContext(Protocol):
+    """What a group needs of the step context (durable/runtime/context.py, which imports this module)."""
+
+    step: str
+    _store: RunStore
+    _lease: Lease
+
+    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
+
+    def _reused(self, name: str, recorded: RecordedCall) -> Any: ...
+
+    def _recordable(self, name: str, answer: Any) -> Any: ...
+
+    def _checked_effect(self, action: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass
