@@ -4,6 +4,12 @@ A step calls `ctx.request_approval(...)`. The first time, the request is created
 is released in WAITING_APPROVAL (one transaction, fenced on the lease). After a decision,
 an expiry or an invalidation, the run is enqueued again and the step runs again from its
 checkpoint; this time the request's status decides what the step gets.
+
+A request belongs to the visit that asked and to its place in it (the n-th request_approval of
+the visit), so several approvals in one step, or one per loop iteration, each settle on their
+own. An approval the run revalidated and went on to act on is marked used: the verdict is
+recorded once, like an activity's result, and a re-execution of the visit (after a crash past
+the approved action) takes it instead of revalidating against the run's own action.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ def request_approval(site: GateSite, ask: ApprovalAsk) -> dict[str, Any]:
     """The gate behind `ctx.request_approval`, registered from ApprovalsConfig.ready() (durable/runtime/gates.py)."""
     _check(ask)
     gate = Gate(site.store, site.lease, site.run_id, site.step, site.workflow_name, site.workflow_version,
-                site.business_key)
+                site.business_key, site.visit, site.position)
     return gate.request(ask)
 
 
@@ -79,9 +85,12 @@ class Gate:
     workflow_name: str
     workflow_version: int
     business_key: str
+    visit: int = 0
+    position: int = 1
 
     def request(self, ask: ApprovalAsk) -> dict[str, Any]:
-        latest = (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step)
+        latest = (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step, visit=self.visit,
+                                                 position=self.position)
                   .select_related("decided_by").order_by("-ask").first())
         if latest is None:
             return self._ask(ask, 1)
@@ -89,6 +98,8 @@ class Gate:
         if status == ApprovalStatus.PENDING:  # enqueued again with no decision yet: keep waiting
             self._wait(latest, "still waiting")
             raise AwaitingApproval(latest.id)
+        if status == ApprovalStatus.APPROVED and latest.used_at is not None:
+            return self._granted(latest)  # this visit acted on it already: its verdict stands (module docstring)
         if status == ApprovalStatus.APPROVED:
             return self._use(ask, latest)
         if status == ApprovalStatus.REJECTED:
@@ -112,10 +123,21 @@ class Gate:
         if problems:
             self._invalidate(approved, check.current, problems)
             return self._take(ask.on_invalid, ask, approved)
-        self.store.journal(self.lease, JournalEntry.Kind.APPROVAL, self.step, detail={
-            "event": "approval_used", "request": str(approved.id), "snapshot_hash": approved.snapshot_hash,
-            "revalidated": check.current,
-        })
+        with transaction.atomic():  # the verdict is recorded once, fenced: a re-execution of the visit takes it
+            self.store.fence(self.lease)
+            ApprovalRequest.objects.filter(id=approved.id, status=ApprovalStatus.APPROVED, used_at__isnull=True).update(
+                used_at=timezone.now(), last_check={"current": check.current, "problems": []})
+            self.store.journal(self.lease, JournalEntry.Kind.APPROVAL, self.step, detail={
+                "event": "approval_used", "request": str(approved.id), "snapshot_hash": approved.snapshot_hash,
+                "revalidated": check.current,
+            })
+        return self._granted(approved, approvers)
+
+    @staticmethod
+    def _granted(approved: ApprovalRequest, approvers: list[str] | None = None) -> dict[str, Any]:
+        """What the step gets for an approval that holds."""
+        if approvers is None:
+            approvers = list(approved.decisions.filter(verdict="approve").values_list("user__username", flat=True))
         return {"request": str(approved.id), "approved_by": approvers, "object": approved.approval_object,
                 "snapshot_hash": approved.snapshot_hash, "object_hash": approved.object_hash,
                 "decided_at": approved.decided_at.isoformat() if approved.decided_at else None}
@@ -139,7 +161,8 @@ class Gate:
         refuse_unstorable(approve, what=f"what approval {ask.kind!r} approves", kind="snapshot_not_storable")
         with transaction.atomic():  # the request and the run's wait commit together, or neither
             request = ApprovalRequest.objects.create(
-                run_id=self.run_id, step=self.step, kind=ask.kind, ask=number, workflow_name=self.workflow_name,
+                run_id=self.run_id, step=self.step, visit=self.visit, position=self.position, kind=ask.kind,
+                ask=number, workflow_name=self.workflow_name,
                 workflow_version=self.workflow_version, business_key=self.business_key, snapshot=snapshot,
                 snapshot_hash=snapshot_hash(snapshot), approval_object=approve, object_hash=object_hash(approve),
                 revalidate=revalidation_path(ask.revalidate), on_invalid=ask.on_invalid, on_expiry=ask.on_expiry,

@@ -22,8 +22,11 @@ class ApprovalRequest(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
     step = models.CharField(max_length=100)
+    visit = models.PositiveIntegerField(default=0, help_text="the visit of the step that asked: the seq of the "
+                                                             "checkpoint it started from")
+    position = models.PositiveSmallIntegerField(default=1, help_text="the n-th request_approval of that visit")
     kind = models.CharField(max_length=100, help_text="what is being approved, e.g. refund")
-    ask = models.PositiveIntegerField(default=1, help_text="1 for the first ask in this step, 2 after asking again...")
+    ask = models.PositiveIntegerField(default=1, help_text="1 for the first ask at this place, 2 after asking again...")
     workflow_name = models.CharField(max_length=100)
     workflow_version = models.PositiveIntegerField()
     business_key = models.CharField(max_length=200)
@@ -44,13 +47,16 @@ class ApprovalRequest(models.Model):
                                    related_name="+", help_text="whoever made the final decision")
     reason = models.TextField(blank=True, help_text="the rejection's reason, or why it was invalidated")
     last_check = models.JSONField(null=True, blank=True, help_text="the newest revalidation: current values, problems")
+    used_at = models.DateTimeField(null=True, blank=True, help_text="when the run revalidated it and went on to act: "
+                                                                   "its visit run again reuses that verdict")
 
     class Meta:
         ordering = ["expires_at", "id"]
         constraints = [
-            # A step waits on at most one open question.
-            models.UniqueConstraint(fields=["run", "step"], condition=Q(status="PENDING"), name="approval_one_pending"),
-            models.UniqueConstraint(fields=["run", "step", "ask"], name="approval_run_step_ask"),
+            # Each place a visit asks at (its n-th request_approval) waits on at most one open question.
+            models.UniqueConstraint(fields=["run", "step", "visit", "position"], condition=Q(status="PENDING"),
+                                    name="approval_one_pending"),
+            models.UniqueConstraint(fields=["run", "step", "visit", "position", "ask"], name="approval_run_step_ask"),
         ]
         indexes = [
             # The inbox and the sweeper: pending requests by expiry.

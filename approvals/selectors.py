@@ -122,14 +122,18 @@ def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, siz
 
 def newer_ask(request: ApprovalRequest) -> ApprovalRequest | None:
     """The request that replaced this one when the run asked again, if it did."""
-    return (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__gt=request.ask)
-            .order_by("-ask").first())
+    return (_same_place(request).filter(ask__gt=request.ask).order_by("-ask").first())
 
 
 def earlier_ask(request: ApprovalRequest) -> ApprovalRequest | None:
-    """The request this one replaced: the run's previous ask in the same step (refused, expired or invalidated)."""
-    return (ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, ask__lt=request.ask)
-            .order_by("-ask").first())
+    """The request this one replaced: the run's previous ask at the same place (refused, expired or invalidated)."""
+    return (_same_place(request).filter(ask__lt=request.ask).order_by("-ask").first())
+
+
+def _same_place(request: ApprovalRequest) -> Any:
+    """The requests asked at this one's place: its run, step, visit and position in the visit."""
+    return ApprovalRequest.objects.filter(run_id=request.run_id, step=request.step, visit=request.visit,
+                                          position=request.position)
 
 
 def request_state(request_id: UUID) -> Any:

@@ -22,11 +22,17 @@ _PUBLIC = {
     "Migration": "durable.workflow",
     "NonRetryableError": "durable.engine.errors",
     "OnActiveBusinessKey": "durable.engine.active_runs",
+    "OperationConflict": "durable.engine.errors",
+    "ParallelCallsFailed": "durable.engine.errors",
     "ReplayContractViolation": "durable.engine.errors",
     "RetryableError": "durable.engine.errors",
     "RetryPolicy": "durable.engine.retry",
     "Revalidation": "durable.engine.approvals",
+    "Route": "durable.engine.graph",
+    "RouteNotChosen": "durable.engine.errors",
+    "UndeclaredRoute": "durable.engine.errors",
     "UntrustedOutputRefused": "durable.engine.untrusted",
+    "WrongThread": "durable.engine.errors",
     "bound_to_run": "durable.engine.untrusted",
     "classify": "durable.engine.errors",
     "register": "durable.registry",
@@ -48,9 +54,15 @@ if TYPE_CHECKING:
     from durable.engine.errors import ActivityError as ActivityError
     from durable.engine.errors import Classification as Classification
     from durable.engine.errors import NonRetryableError as NonRetryableError
+    from durable.engine.errors import OperationConflict as OperationConflict
+    from durable.engine.errors import ParallelCallsFailed as ParallelCallsFailed
     from durable.engine.errors import ReplayContractViolation as ReplayContractViolation
     from durable.engine.errors import RetryableError as RetryableError
+    from durable.engine.errors import RouteNotChosen as RouteNotChosen
+    from durable.engine.errors import UndeclaredRoute as UndeclaredRoute
+    from durable.engine.errors import WrongThread as WrongThread
     from durable.engine.errors import classify as classify
+    from durable.engine.graph import Route as Route
     from durable.engine.ledger import Capabilities as Capabilities
     from durable.engine.retry import RetryPolicy as RetryPolicy
     from durable.engine.untrusted import UntrustedOutputRefused as UntrustedOutputRefused

@@ -36,6 +36,12 @@ SETTINGS: dict[str, Setting] = {
                                      "runs resume about this long after, docs/operations.md)."),
     "DURABLE_TIME_SLICE_SECONDS": Setting(20.0, "seconds", "How long one task runs a run's steps back to back "
                                           "before it releases the lease and re-enqueues the run."),
+    "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
+                                      "(threads of the worker process); the rest wait for a free one."),
+    "DURABLE_MAX_STEP_VISITS": Setting(1000, "count", "The step budget: the most step visits a run may make "
+                                       "(every step it runs, loops included) before it ends FAILED with "
+                                       "`step_budget_exhausted`; a workflow sets its own with "
+                                       "`Workflow(max_visits=...)`."),
     "DURABLE_SWEEP_SECONDS": Setting(2.0, "seconds", "How often the sweeper runs: in the workers (one sweep "
                                      "per period across all of them), `manage.py durable_sweep --loop` and the "
                                      "standalone project's beat schedule."),

@@ -61,6 +61,9 @@ RETRIES_EXHAUSTED = Counter(
     "retry_exhausted_total", "Steps that failed with a retryable error after their last allowed attempt", WORKFLOW)
 NON_RETRYABLE_FAILURES = Counter(
     "non_retryable_failure_total", "Steps that failed with an error that no retry can fix", WORKFLOW)
+STEP_BUDGETS_EXHAUSTED = Counter(
+    "step_budget_exhausted_total", "Runs ended FAILED because they used their step budget (max_visits): "
+    "a loop that never finished", WORKFLOW)
 
 DUPLICATES_PREVENTED = Counter(
     "side_effect_duplicate_prevented_total", "Side effects re-entered after they succeeded: the recorded "
@@ -83,7 +86,7 @@ START_RUN = "start_run"  # the idempotency_key_hit_total action of the API's sta
 # Refusals of the replay contract (durable.engine.contract) and the replay violation.
 BLOCK_REASONS = ("version_missing", "topology_changed", "release_changed", "schema_unreadable", "replay_violation")
 PER_WORKFLOW = (WORKFLOW_RESUMES, RESUME_LATENCY, CHECKPOINT_RESTORE_FAILURES, REPLAYED_STEPS, REUSED_RESULTS,
-                ACTIVITY_RETRIES, RETRIES_EXHAUSTED, NON_RETRYABLE_FAILURES)
+                ACTIVITY_RETRIES, RETRIES_EXHAUSTED, NON_RETRYABLE_FAILURES, STEP_BUDGETS_EXHAUSTED)
 PER_ACTION = (DUPLICATES_PREVENTED, IDEMPOTENCY_KEY_HITS, UNKNOWN_OPERATIONS)
 _declared: set[tuple[str, int]] = set()
 
@@ -124,6 +127,10 @@ def retries_exhausted(workflow: str, version: int) -> None:
 
 def failed_for_good(workflow: str, version: int) -> None:
     NON_RETRYABLE_FAILURES.labels(workflow, str(version)).inc()
+
+
+def step_budget_exhausted(workflow: str, version: int) -> None:
+    STEP_BUDGETS_EXHAUSTED.labels(workflow, str(version)).inc()
 
 
 def duplicate_prevented(action: str) -> None:

@@ -165,11 +165,15 @@ class JournalEntry(models.Model):
         NEEDS_ATTENTION = "needs_attention"
         APPROVAL = "approval"
         ACTIVITY_REUSED = "activity_reused"  # a step ran again and returned recorded results instead of calling
+        PARALLEL = "parallel"  # ctx.parallel started a group of calls: which ones, under which call indexes
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal", db_index=False)  # journal_run_step
     kind = models.CharField(max_length=30, choices=Kind.choices)
     step = models.CharField(max_length=100, blank=True)
     call_index = models.PositiveIntegerField(null=True, blank=True)
+    # The visit it belongs to: the seq of the checkpoint the step's execution started from. NULL on
+    # entries written before visits existed: read as the newest visit of their step (docs/workflows.md, "Visits").
+    visit = models.PositiveIntegerField(null=True, blank=True)
     name = models.CharField(max_length=200, blank=True)
     result = models.JSONField(null=True, blank=True)
     detail = models.JSONField(null=True, blank=True)
@@ -180,10 +184,16 @@ class JournalEntry(models.Model):
         ordering = ["run", "created_at", "id"]
         verbose_name_plural = "journal entries"
         constraints = [
-            # One recorded result per call position: a replay can never hold two answers.
+            # One recorded result per call position of a visit: a replay can never hold two answers.
             models.UniqueConstraint(
-                fields=["run", "step", "call_index"], condition=Q(kind="activity"), name="journal_one_result_per_call"
-            )
+                fields=["run", "step", "visit", "call_index"], condition=Q(kind="activity", visit__isnull=False),
+                name="journal_one_result_per_visit_call",
+            ),
+            # The same for results recorded before visits existed (one visit per step then).
+            models.UniqueConstraint(
+                fields=["run", "step", "call_index"], condition=Q(kind="activity", visit__isnull=True),
+                name="journal_one_result_per_call",
+            ),
         ]
         indexes = [
             models.Index(fields=["run", "step", "kind"], name="journal_run_step"),
@@ -207,6 +217,8 @@ class SideEffect(models.Model):
     action_name = models.CharField(max_length=100)
     downstream = models.CharField(max_length=100, blank=True, help_text="the adapter's registered name")
     business_key = models.CharField(max_length=200)
+    # The visit that prepared it (the seq of the checkpoint that visit started from); NULL before visits existed.
+    visit = models.PositiveIntegerField(null=True, blank=True)
     request_hash = models.CharField(max_length=64)
     payload = models.JSONField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=OPERATION_STATUS_CHOICES, default=OperationStatus.PENDING)

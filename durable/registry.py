@@ -20,6 +20,11 @@ class WorkflowRegistry:
         self.import_failures: dict[str, str] = {}  # module path -> why it did not import (durable.E012)
 
     def register(self, workflow: Workflow) -> Workflow:
+        """Add a workflow version; a ValueError if its routes or migrations name a step it does not have.
+
+        A workflow registered before its steps are declared (`wf = register(Workflow(...))`, then
+        `@wf.step`) is checked again when `discover` has imported its module, and at its first use."""
+        workflow.validate()
         key = (workflow.name, workflow.version)
         existing = self._by_key.get(key)
         if existing is not None and existing is not workflow:
@@ -49,6 +54,19 @@ class WorkflowRegistry:
     def all(self) -> list[Workflow]:
         return sorted(self._by_key.values(), key=lambda wf: (wf.name, wf.version))
 
+    def validate(self) -> None:
+        """Check every registered graph now that its steps are declared: a workflow whose routes name no
+        step is taken out of the registry (its runs are blocked, never run) and a ValueError names it."""
+        problems = []
+        for key, workflow in list(self._by_key.items()):
+            try:
+                workflow.validate()
+            except ValueError as exc:
+                del self._by_key[key]
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("; ".join(problems))
+
 
 registry = WorkflowRegistry()
 
@@ -68,9 +86,11 @@ def discover(modules: list[str]) -> None:
     from django.utils.module_loading import autodiscover_modules
 
     autodiscover_modules("workflows")
+    registry.validate()
     for path in modules:
         try:
             import_module(path)
+            registry.validate()  # its workflows' steps are all declared now: their routes must name steps
         except Exception as exc:  # any error in a workflow module's own code
             registry.import_failures[path] = f"{type(exc).__name__}: {exc}"
             log.error("workflow module %s does not import: %s", path, exc)

@@ -1,4 +1,4 @@
-"""The workflow API agent developers write against: a name, a version, ordered steps, a state model."""
+"""The workflow API agent developers write against: a name, a version, steps and their routes, a state model."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -10,12 +10,14 @@ from pydantic import BaseModel
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.contract import PINNABLE, Contract, Upcaster
 from durable.engine.fingerprint import StepShape, topology_fingerprint
+from durable.engine.graph import Graph, Route
 from durable.engine.topology import shapes_to_json
 from durable.engine.retry import RetryPolicy
 
-# (ctx, state) -> the new state, or None when it mutated the one given. The state is the workflow's own
-# model: Any here, so that a step annotated with it (`state: ClaimState`) is accepted as it is.
-StepFn = Callable[[Any, Any], BaseModel | None]
+# (ctx, state) -> the new state, or None when it mutated the one given, or the route it takes (`wf.goto`,
+# `wf.finish`). The state is the workflow's own model: Any here, so that a step annotated with it
+# (`state: ClaimState`) is accepted as it is.
+StepFn = Callable[[Any, Any], BaseModel | Route | None]
 # The decorators return what they were given, so a step keeps its own signature for its callers.
 StepFnT = TypeVar("StepFnT", bound=StepFn)
 InitialStateT = TypeVar("InitialStateT", bound=Callable[[Any], BaseModel])
@@ -28,6 +30,7 @@ class Step:
     fn: StepFn
     side_effects: tuple[str, ...] = ()
     retry: RetryPolicy | None = None
+    routes: tuple[str, ...] = ()  # the steps it may go to next; empty: the next declared step (or the end)
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,11 @@ class Migration:
 
 @dataclass
 class Workflow:
-    """A versioned workflow. Steps run in the order they are declared.
+    """A versioned workflow: a graph of steps. A step without routes goes to the next declared step.
 
     Each step receives the step context and the current state, and returns the new state
-    (or mutates and returns None). The state is checkpointed after every step.
+    (or mutates and returns None), or the route it takes: `wf.goto("act", state)`, `wf.finish(state)`.
+    The state and the route taken are checkpointed after every step.
     """
 
     name: str
@@ -64,30 +68,49 @@ class Workflow:
     on_active_business_key: OnActiveBusinessKey = OnActiveBusinessKey.RETURN_EXISTING
     # Input fields the console's search box finds runs by, besides the business key: e.g. ("customer_email",).
     searchable: tuple[str, ...] = ()
+    # The most step visits a run may make (its step budget); None: DURABLE_MAX_STEP_VISITS.
+    max_visits: int | None = None
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[Any], BaseModel] | None = None
     _output: Callable[[Any], Any] | None = None
+    # The graph and the steps by name, built again only when a step was declared since.
+    _built: tuple[int, Graph, dict[str, Step]] | None = field(default=None, repr=False, compare=False)
 
     @overload
     def step(self, fn: StepFnT, *, name: str | None = None, side_effects: tuple[str, ...] | list[str] = (),
-             retry: RetryPolicy | None = None) -> StepFnT: ...
+             retry: RetryPolicy | None = None, next: tuple[str, ...] | list[str] | str = ()) -> StepFnT: ...
 
     @overload
     def step(self, fn: None = None, *, name: str | None = None, side_effects: tuple[str, ...] | list[str] = (),
-             retry: RetryPolicy | None = None) -> Callable[[StepFnT], StepFnT]: ...
+             retry: RetryPolicy | None = None,
+             next: tuple[str, ...] | list[str] | str = ()) -> Callable[[StepFnT], StepFnT]: ...
 
     def step(self, fn: StepFn | None = None, *, name: str | None = None,
-             side_effects: tuple[str, ...] | list[str] = (), retry: RetryPolicy | None = None) -> Any:
-        """Declare a step: `@wf.step` or `@wf.step(side_effects=["refund"], retry=RetryPolicy(...))`."""
+             side_effects: tuple[str, ...] | list[str] = (), retry: RetryPolicy | None = None,
+             next: tuple[str, ...] | list[str] | str = ()) -> Any:  # noqa: A002 (the word authors read)
+        """Declare a step: `@wf.step`, `@wf.step(side_effects=["refund"], retry=RetryPolicy(...))`, or
+        `@wf.step(next=["act", "answer"])` for a step that chooses where the run goes (`wf.goto`)."""
 
         def register(f: StepFnT) -> StepFnT:
             step_name = name or f.__name__
             if any(s.name == step_name for s in self.steps):
                 raise ValueError(f"workflow {self.name} v{self.version} already has a step {step_name!r}")
-            self.steps.append(Step(step_name, f, tuple(side_effects), retry))
+            routes = (next,) if isinstance(next, str) else tuple(next)
+            self.steps.append(Step(step_name, f, tuple(side_effects), retry, routes))
             return f
 
         return register(fn) if fn is not None else register
+
+    @staticmethod
+    def goto(step: str, state: BaseModel | None = None) -> Route:
+        """What a step returns to go to `step` next (one of the routes it declares), with `state` (None: the
+        state it mutated)."""
+        return Route(step, state)
+
+    @staticmethod
+    def finish(state: BaseModel | None = None) -> Route:
+        """What a step returns to end the run now, from any step."""
+        return Route(None, state)
 
     def initial_state(self, fn: InitialStateT) -> InitialStateT:
         """Declare how the first state is built from the validated input."""
@@ -109,12 +132,43 @@ class Workflow:
         if missing:
             raise ValueError(f"searchable names fields of the input model {self.input.__name__}; "
                              f"it has no {', '.join(missing)}")
+        if self.max_visits is not None and (isinstance(self.max_visits, bool) or not isinstance(self.max_visits, int)
+                                            or self.max_visits < 1):
+            raise ValueError(f"max_visits must be a whole number of at least 1, not {self.max_visits!r}")
 
     # What the executor asks of a workflow.
 
     @property
     def topology(self) -> tuple[StepShape, ...]:
-        return tuple(StepShape(s.name, s.side_effects) for s in self.steps)
+        return tuple(StepShape(s.name, s.side_effects, s.routes) for s in self.steps)
+
+    @property
+    def graph(self) -> Graph:
+        """The steps and their routes, checked (ValueError for a route naming no step)."""
+        return self._build()[1]
+
+    def _build(self) -> tuple[int, Graph, dict[str, Step]]:
+        if self._built is None or self._built[0] != len(self.steps):
+            try:
+                self._built = (len(self.steps), Graph(self.topology), {s.name: s for s in self.steps})
+            except ValueError as exc:
+                raise ValueError(f"workflow {self.name} v{self.version}: {exc}") from None
+        return self._built
+
+    def validate(self) -> None:
+        """Refuse, with a ValueError, a graph whose routes name no step or a migration mapping to no step."""
+        self.graph  # noqa: B018 (building it checks it)
+        names = {s.name for s in self.steps}
+        for migration in self.migrations:
+            unknown = sorted(set(migration.step_map.values()) - names)
+            if unknown:
+                raise ValueError(f"workflow {self.name} v{self.version}: the migration from "
+                                 f"v{migration.from_version} maps to {', '.join(map(repr, unknown))}, "
+                                 f"not a step of this version")
+
+    def step_budget(self, default: int) -> int:
+        """The most step visits a run of this workflow may make: its own max_visits, else `default`."""
+        return self.max_visits if self.max_visits is not None else default
 
     def as_contract(self) -> Contract:
         return Contract(self.name, self.version, self.fingerprint, self.topology,
@@ -134,15 +188,14 @@ class Workflow:
         return self.steps[0].name
 
     def get_step(self, name: str) -> Step:
-        for s in self.steps:
-            if s.name == name:
-                return s
-        raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}")
+        try:
+            return self._build()[2][name]
+        except KeyError:
+            raise KeyError(f"workflow {self.name} v{self.version} has no step {name!r}") from None
 
     def next_step(self, name: str) -> str | None:
-        names = [s.name for s in self.steps]
-        position = names.index(name)
-        return names[position + 1] if position + 1 < len(names) else None
+        """The implicit route: the next declared step, None after the last."""
+        return self.graph.implicit_next(name)
 
     def build_initial_state(self, data: BaseModel) -> BaseModel:
         if self._initial_state is not None:
@@ -158,7 +211,9 @@ class Workflow:
         return self.get_step(step).retry or self.retry
 
     def contract(self) -> dict[str, Any]:
-        """What a run records at start and is pinned to."""
+        """What a run records at start and is pinned to (a ValueError for a graph that is not one: no run
+        starts on it)."""
+        self.validate()
         return {
             "workflow_name": self.name,
             "workflow_version": self.version,

@@ -8,12 +8,15 @@ the same events with who, before and after.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
+from durable.engine.topology import shapes_from_json
 from durable.console.run_page import current_statuses
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 
@@ -59,11 +62,14 @@ class Entry:
 def run_timeline(run: Run) -> list[Entry]:
     """Every recorded event of the run, oldest first."""
     ledger = list(run.side_effects.all())
+    graph = _graph(run)
     statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
+    checkpoints = list(run.checkpoints.defer("state"))
+    visits = visit_names(checkpoints)
     entries = [
         *(_ledger_row(row) for row in ledger),
-        *(_journal(entry, statuses) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
-        *(_checkpoint(cp) for cp in run.checkpoints.defer("state")),
+        *(_journal(entry, statuses, visits) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
+        *(_checkpoint(cp, graph) for cp in checkpoints),
         *(_operator_action(action) for action in run.operator_actions.all()),
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
@@ -84,10 +90,20 @@ def _ledger_row(row: SideEffect) -> Entry:
                  detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0))
 
 
-def _checkpoint(cp: Checkpoint) -> Entry:
+def _graph(run: Run) -> Graph | None:
+    """The graph the run is pinned to, from its recorded topology (None for a run recorded without one)."""
+    try:
+        return Graph(shapes_from_json(run.topology or []))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _checkpoint(cp: Checkpoint, graph: Graph | None) -> Entry:
     done = "run started" if cp.seq == 0 else f"{cp.step} done"
-    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, f"checkpoint #{cp.seq}: {done} → {cp.next_step or 'end'}",
-                 checkpoint_seq=cp.seq, order=(2, cp.seq))
+    summary = f"checkpoint #{cp.seq}: {done} → {cp.next_step or 'end'}"
+    if cp.seq and graph is not None and graph.is_chosen(cp.step, cp.next_step or None):
+        summary += f" (route {cp.step} -> {cp.next_step or 'end'})"  # the step chose it: a branch, a loop, a finish
+    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, summary, checkpoint_seq=cp.seq, order=(2, cp.seq))
 
 
 def _operator_action(action: OperatorAction) -> Entry:
@@ -98,9 +114,32 @@ def _operator_action(action: OperatorAction) -> Entry:
                  detail=detail, operation_id=action.operation_id, order=(3, action.id))
 
 
-def _journal(entry: JournalEntry, statuses: dict[str, str]) -> Entry:
+def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
+    """Each visit by the seq of the checkpoint it started from, named as the step, its ordinal and how many
+    visits the step has had: "act #3 of 5". The timeline says "act #3" where a step was visited more than once."""
+    ordered = sorted((cp for cp in checkpoints if cp.next_step), key=lambda cp: cp.seq)
+    totals = Counter(cp.next_step for cp in ordered)
+    made: Counter[str] = Counter()
+    names = {}
+    for cp in ordered:
+        made[cp.next_step] += 1
+        names[cp.seq] = f"{cp.next_step} #{made[cp.next_step]} of {totals[cp.next_step]}"
+    return names
+
+
+# The entries recorded by a visit's calls: shown with the visit they belong to ("act #3").
+_OF_A_VISIT = frozenset({JournalEntry.Kind.ACTIVITY, JournalEntry.Kind.ACTIVITY_REUSED, JournalEntry.Kind.PARALLEL})
+
+
+def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, str]) -> Entry:
     detail = entry.detail or {}
     kind, summary, status = _describe(entry, detail, statuses)
+    if entry.kind in _OF_A_VISIT and entry.visit in visits and not visits[entry.visit].endswith(" #1 of 1"):
+        summary += f" ({visits[entry.visit].partition(' of ')[0]})"
+    if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
+        done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
+        summary = (f"side effect {entry.name} asked again: already done in visit #{done_in.rpartition('#')[2]} "
+                   f"({done_in}), the recorded result was reused")
     return Entry(entry.created_at, kind, entry.step, summary,
                  detail=entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail, status=status,
                  operation_id=detail.get("operation_id", ""),
@@ -115,6 +154,10 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
     match entry.kind:
         case Kind.ACTIVITY:
             return EntryKind.ACTIVITY, f"activity {entry.name} #{entry.call_index} recorded", ""
+        case Kind.PARALLEL:
+            calls = ", ".join(f"{call['name']} #{call['call_index']}" if "name" in call else str(call.get("action"))
+                              for call in detail.get("calls", []))
+            return EntryKind.ACTIVITY, f"parallel: {calls} started together", ""
         case Kind.ACTIVITY_REUSED:
             calls = ", ".join(f"{call.get('name')} #{call.get('call_index')}" for call in detail.get("calls", []))
             return EntryKind.ACTIVITY, f"step ran again: activity {calls} reused from history, not called again", ""
@@ -129,6 +172,8 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
         case Kind.RETRY_SCHEDULED:
             summary = f"attempt {detail.get('attempt')} failed: {problem}; retry in {detail.get('delay_seconds')} s"
             return EntryKind.RETRY, summary, ""
+        case Kind.FAILED if error.get("kind") == "step_budget_exhausted":
+            return EntryKind.FAILURE, f"stopped by the step budget after {error.get('visits')} visits: {problem}", ""
         case Kind.FAILED:
             return EntryKind.FAILURE, f"failed at attempt {detail.get('attempt')}: {problem}", ""
         case Kind.NEEDS_ATTENTION:

@@ -65,11 +65,62 @@ class ReplayContractViolation(DurableError):
     """Re-executed code asked for different recorded calls than history holds (invariant 5)."""
 
 
+class UndeclaredRoute(NonRetryableError):
+    """A step chose a route it did not declare (invariant 15): the code would choose it again, so the run fails."""
+
+    def __init__(self, step: str, route: str | None, declared: tuple[str, ...]) -> None:
+        allowed = f"it declares {', '.join(map(repr, declared))}" if declared else "it declares no route (it ends the run)"
+        super().__init__(f"step {step!r} chose the route {route!r}, which it does not declare: {allowed}; "
+                         f"add {route!r} to the step's next=[...] or choose a declared route", kind="undeclared_route")
+        self.step, self.route, self.declared = step, route, declared
+
+
+class RouteNotChosen(NonRetryableError):
+    """A step that declares several routes returned a plain state: which route it takes is not said."""
+
+    def __init__(self, step: str, declared: tuple[str, ...]) -> None:
+        super().__init__(f"step {step!r} declares the routes {', '.join(map(repr, declared))} and returned a plain "
+                         "state: return wf.goto(<route>, state) or wf.finish(state)", kind="route_not_chosen")
+        self.step, self.declared = step, declared
+
+
 class OperationConflict(ActivityError):
     """The same operation id was prepared again with a different request: refused, never sent."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False, kind="operation_conflict")
+
+
+class WrongThread(NonRetryableError):
+    """ctx.activity, ctx.side_effect or ctx.request_approval called from a thread other than the step's.
+
+    Calls are numbered in the order the step makes them; threads would number them in the order they
+    happen to arrive, and a replay could then take another call's record (invariant 16).
+    """
+
+    def __init__(self, what: str, step: str, thread: str) -> None:
+        super().__init__(
+            f"ctx.{what} was called from thread {thread!r}, not from the thread running step {step!r}: calls "
+            "made from other threads cannot be numbered in a replayable order. To run calls at once, use "
+            "ctx.parallel(ctx.call(name, fn, ...), ctx.effect(action, ...), ...) (docs/workflows.md, "
+            '"Parallel calls").', kind="wrong_thread")
+
+
+class ParallelCallsFailed(ActivityError):
+    """Calls of one ctx.parallel group failed; the others' results are recorded and reused on the retry.
+
+    Retryable only when every failure is: the step then runs again and calls only what did not finish.
+    `errors` holds each failed call's name and exception, in the order the calls were given.
+    """
+
+    def __init__(self, errors: list[tuple[str, BaseException]], of: int) -> None:
+        verdicts = [(name, classify(exc)) for name, exc in errors]
+        retryable = all(verdict.retryable for _, verdict in verdicts)
+        named = "; ".join(f"{name}: {verdict.kind}: {verdict.message}" for name, verdict in verdicts)
+        waits = [verdict.retry_after for _, verdict in verdicts if verdict.retry_after is not None]
+        super().__init__(f"{len(errors)} of {of} parallel calls failed: {named}", retryable=retryable,
+                         kind="parallel_calls_failed", retry_after=max(waits) if waits else None)
+        self.errors = errors
 
 
 class AmbiguousOutcome(DurableError):

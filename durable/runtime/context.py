@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -14,8 +15,10 @@ from durable import metrics
 from durable.runtime import side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
-from durable.engine.errors import NonRetryableError, refuse_unstorable
-from durable.engine.replay import ReplayCursor
+from durable.engine.errors import NonRetryableError, WrongThread, refuse_unstorable
+from durable.engine.replay import RecordedCall, ReplayCursor
+from durable.models import Checkpoint
+from durable.runtime import parallel
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
@@ -38,6 +41,8 @@ def _json_default(value: Any) -> Any:
 
 
 class StepContext:
+    """One visit of a step: what its code may ask of durable, on the thread that runs it."""
+
     def __init__(self, *, run_id: UUID, business_key: str, workflow_name: str, workflow_version: int,
                  step: str, attempt: int, lease: Lease, store: RunStore, cursor: ReplayCursor,
                  side_effects: tuple[str, ...] = ()) -> None:
@@ -47,10 +52,24 @@ class StepContext:
         self.workflow_version = workflow_version
         self.step = step
         self.attempt = attempt
+        # The visit: the seq of the checkpoint this execution of the step started from. Its records (activity
+        # results, approval requests) are its own: re-executed, it reuses them; a later visit asks afresh.
+        self.visit = lease.seq
         self._lease = lease
         self._store = store
         self._cursor = cursor
         self._declared_side_effects = side_effects
+        self._thread = threading.get_ident()  # the step's thread: calls are numbered on it, in the order made
+        self._approvals_asked = 0  # position of the next request_approval in this visit, less one
+        self._visit_number: int | None = None
+
+    @property
+    def visit_number(self) -> int:
+        """Which visit of this step this is, counted from 1 (`act #3`): read from the checkpoints once, if asked."""
+        if self._visit_number is None:
+            self._visit_number = Checkpoint.objects.filter(run_id=self.run_id, seq__lte=self.visit,
+                                                           next_step=self.step).count()
+        return self._visit_number
 
     @property
     def replayed_calls(self) -> int:
@@ -64,22 +83,66 @@ class StepContext:
         The result is recorded as JSON before the step goes on. Pass `returns=SomeModel` to
         get it back as that pydantic model, live and on replay alike.
         """
-        refuse_unstorable(name, what=f"the name of activity {name!r}", kind="result_not_storable")
-        index, recorded = self._cursor.next_call(name)
+        self._on_step_thread("activity")
+        index, recorded = self._reserve(name)
         if recorded is not None:
-            metrics.result_reused(self.workflow_name, self.workflow_version)
-            log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
-            result = recorded.result
-            if self._cursor.replayed_all:  # the step goes live from here: say once what it took from history
-                self._store.record_reuse(self._lease, self.step, [
-                    {"call_index": call.call_index, "name": call.name} for call in self._cursor.reused_calls])
+            result = self._reused(name, recorded)
         else:
             with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
-                result = to_json(fn(*args, **kwargs))
-            # Refused before it is recorded: the journal never holds what the database cannot store.
-            refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
-            self._store.record_activity(self._lease, self.step, index, name, result)
+                answer = fn(*args, **kwargs)
+            result = self._record(name, index, answer)
         return returns.model_validate(result) if returns is not None else result
+
+    def call(self, name: str, fn: Callable[..., Any], *args: Any, returns: type | None = None,
+             **kwargs: Any) -> parallel.Call:
+        """An activity for `ctx.parallel`: made as `ctx.activity(name, fn, *args, **kwargs)` would make it."""
+        return parallel.Call(name, fn, args, kwargs, returns)
+
+    def effect(self, action: str, *, business_key: str, downstream: Downstream,
+               payload: dict[str, Any]) -> parallel.Effect:
+        """A side effect for `ctx.parallel`: performed as `ctx.side_effect(...)` would perform it."""
+        return parallel.Effect(action, business_key, downstream, payload)
+
+    def parallel(self, *calls: parallel.Call | parallel.Effect) -> list[Any]:
+        """Make the calls at once (at most DURABLE_PARALLEL_CALLS together); their results in the order given.
+
+        Each call is recorded under its own index, reserved in the order given, so a visit run again reuses
+        what finished and calls only the rest. One failure is raised as it is; several as ParallelCallsFailed
+        naming each (retryable only if each is). See docs/workflows.md, "Parallel calls".
+        """
+        self._on_step_thread("parallel")
+        return parallel.run_group(self, calls)
+
+    # The steps of a call, shared by ctx.activity and ctx.parallel (which runs only the call itself elsewhere).
+
+    def _on_step_thread(self, what: str) -> None:
+        if threading.get_ident() != self._thread:
+            raise WrongThread(what, self.step, threading.current_thread().name)
+
+    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]:
+        """The call's index in this visit, and its recorded result if the visit made it before."""
+        refuse_unstorable(name, what=f"the name of activity {name!r}", kind="result_not_storable")
+        return self._cursor.next_call(name)
+
+    def _reused(self, name: str, recorded: RecordedCall) -> Any:
+        metrics.result_reused(self.workflow_name, self.workflow_version)
+        log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
+        if self._cursor.replayed_all:  # the step goes live from here: say once what it took from history
+            self._store.record_reuse(self._lease, self.step, [
+                {"call_index": call.call_index, "name": call.name} for call in self._cursor.reused_calls])
+        return recorded.result
+
+    def _record(self, name: str, index: int, answer: Any) -> Any:
+        result = self._recordable(name, answer)
+        self._store.record_activity(self._lease, self.step, index, name, result)
+        return result
+
+    @staticmethod
+    def _recordable(name: str, answer: Any) -> Any:
+        """The answer as it is recorded (JSON), refused before it is recorded if the database cannot store it."""
+        result = to_json(answer)
+        refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
+        return result
 
     def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],
                          approve: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
@@ -96,9 +159,11 @@ class StepContext:
         Rejection raises `ApprovalRejected`. Give the approval a step of its own: the step
         runs again from its start once the decision is in.
         """
+        self._on_step_thread("request_approval")
         gate = approval_gate()  # the approvals app's, registered from its ready(); without it, a clear refusal
+        self._approvals_asked += 1
         site = GateSite(self._store, self._lease, self.run_id, self.step, self.workflow_name, self.workflow_version,
-                        self.business_key)
+                        self.business_key, self.visit, self._approvals_asked)
         return gate(site, ApprovalAsk(kind, snapshot, approve, revalidate, expires_in, Path(on_invalid),
                                       Path(on_expiry), approvers))
 
@@ -109,6 +174,13 @@ class StepContext:
         The operation id, sha256("run_id:action:business_key")[:32], is the Idempotency-Key
         sent to downstreams that honour one. Re-entry returns the recorded result.
         """
+        self._on_step_thread("side_effect")
+        payload = self._checked_effect(action, business_key, payload)
+        return side_effects.perform(self._store, self._lease, step=self.step, action=action,
+                                    business_key=business_key, downstream=downstream, payload=payload)
+
+    def _checked_effect(self, action: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The payload as recorded, once the action is declared and what the code chose can be stored."""
         if action not in self._declared_side_effects:
             raise NonRetryableError(
                 f"step {self.step!r} performs side effect {action!r} but does not declare it; "
@@ -119,5 +191,4 @@ class StepContext:
         # Chosen by workflow code before anything is prepared or sent: refused, so nothing reaches the ledger.
         refuse_unstorable(business_key, what=f"the business key of side effect {action!r}", kind="payload_not_storable")
         refuse_unstorable(payload, what=f"the payload of side effect {action!r}", kind="payload_not_storable")
-        return side_effects.perform(self._store, self._lease, step=self.step, action=action,
-                                    business_key=business_key, downstream=downstream, payload=payload)
+        return payload

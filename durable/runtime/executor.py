@@ -24,7 +24,7 @@ from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.store import Lease, RunStore
 from durable.store import store as backend_store
-from durable.workflow import Workflow
+from durable.workflow import Step, Workflow
 
 log = logging.getLogger("durable.executor")  # the name operators filter on, kept across the move to runtime/
 
@@ -120,27 +120,34 @@ def _run_steps(store: RunStore, lease: Lease, run: Run, workflow: Workflow) -> A
     if restored is None:
         return AdvanceOutcome(claimed=True)
     state, step_name = restored
-    recorded = store.recorded_calls(lease)  # each step runs at most once per task, so this stays true
+    # Only the visit the run resumes with can have recorded results: every later one starts from a checkpoint
+    # this task writes (a retry or a wake is a new task, which reads them again).
+    recorded = store.recorded_calls(lease, step_name)
     with store.overlapping():  # a step's write may be in flight while the next step runs
         return _step_loop(store, lease, run, workflow, state, step_name, recorded)
 
 
 def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, state: BaseModel, step_name: str,
-               recorded: dict[str, list[RecordedCall]]) -> AdvanceOutcome:
+               recorded: list[RecordedCall]) -> AdvanceOutcome:
     attempt = run.attempt
     deadline = time.monotonic() + durable_settings.DURABLE_TIME_SLICE_SECONDS
+    budget = workflow.step_budget(durable_settings.DURABLE_MAX_STEP_VISITS)
     done = 0
+    came_from: str | None = None  # the step whose route led here, when it ran in this task
     while True:
+        if lease.seq >= budget:  # the newest checkpoint's seq is the number of visits made (seq 0: the start)
+            _out_of_budget(store, lease, run, workflow, step_name, came_from, attempt, budget)
+            return AdvanceOutcome(claimed=True, steps=done)
         with logs.bound(step=step_name, attempt=attempt):
+            step = workflow.get_step(step_name)
             ctx = StepContext(
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
-                cursor=ReplayCursor(step_name, recorded.get(step_name, [])),
-                side_effects=workflow.get_step(step_name).side_effects,
+                cursor=ReplayCursor(step_name, recorded), side_effects=step.side_effects,
             )
+            recorded = []  # the next visit starts from a checkpoint written below: a new visit, nothing recorded
             try:
-                state = _execute_step(workflow, step_name, ctx, state)
-                next_step = workflow.next_step(step_name)
+                state, next_step = _execute_step(workflow, step, ctx, state)
                 state_json, output = _what_to_write(workflow, step_name, state, last=next_step is None)
             except LeaseLost:
                 raise
@@ -161,24 +168,40 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             if next_step is None:
                 store.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
                 return AdvanceOutcome(claimed=True, steps=done)
+            # The checkpoint's (step, next_step) is the route taken: a loop's way back is recorded like any other.
             store.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
-        step_name, attempt = next_step, 0
+        came_from, step_name, attempt = step_name, next_step, 0
         if time.monotonic() >= deadline:
             store.release(lease)  # let other runs have this worker; the task re-enqueues us
             return AdvanceOutcome(claimed=True, steps=done, requeue=True)
 
 
-def _execute_step(workflow: Workflow, step_name: str, ctx: StepContext, state: BaseModel) -> BaseModel:
-    step = workflow.get_step(step_name)
+def _out_of_budget(store: RunStore, lease: Lease, run: Run, workflow: Workflow, step: str, came_from: str | None,
+                   attempt: int, budget: int) -> None:
+    """The run made as many visits as its step budget allows: it ends FAILED, visibly, never loops forever."""
+    last = came_from if came_from is not None else store.checkpoint_step(lease)
+    route = f"{last} -> {step}"
+    message = (f"the run used its step budget of {budget} step visits without finishing (last route: {route}); "
+               "if the work is real, raise the workflow's max_visits, else fix the route that loops")
+    error = {"retryable": False, "kind": "step_budget_exhausted", "message": message, "type": "step_budget",
+             "visits": lease.seq, "max_visits": budget, "last_route": route}
+    _give_up(store, lease, step, attempt, error, message)
+    metrics.step_budget_exhausted(workflow.name, workflow.version)
+    log.warning("run stopped by its step budget: %d visits, last route %s", lease.seq, route)
+
+
+def _execute_step(workflow: Workflow, step: Step, ctx: StepContext, state: BaseModel) -> tuple[BaseModel, str | None]:
+    """Run the step; its new state and the route it takes (None: the run ends), checked against its graph."""
     try:
         result = step.fn(ctx, state)
     finally:  # re-executed, however it ended this time
         if ctx.replayed_calls:
             metrics.step_replayed(workflow.name, workflow.version)
-    new_state = state if result is None else result
+    next_step, chosen = workflow.graph.choose(step.name, result)
+    new_state = state if chosen is None else chosen
     if not isinstance(new_state, workflow.state):
-        raise TypeError(f"step {step_name!r} returned {type(new_state).__name__}, not {workflow.state.__name__}")
-    return workflow.state.model_validate(new_state.model_dump())  # re-validate what the step changed
+        raise TypeError(f"step {step.name!r} returned {type(new_state).__name__}, not {workflow.state.__name__}")
+    return workflow.state.model_validate(new_state.model_dump()), next_step  # re-validate what the step changed
 
 
 def _what_to_write(workflow: Workflow, step_name: str, state: BaseModel, *, last: bool) -> tuple[dict[str, Any], Any]:

@@ -29,6 +29,8 @@ class GateSite:
     workflow_name: str
     workflow_version: int
     business_key: str
+    visit: int = 0  # the seq of the checkpoint the visit started from
+    position: int = 1  # the n-th request_approval of the visit: each settles on its own
 
 
 @dataclass(frozen=True)

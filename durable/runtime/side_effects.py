@@ -21,7 +21,8 @@ a row are durable/runtime/ledger.py's; a tool may act as a crash would at each p
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from durable import logs, metrics
 from durable.downstream import Downstream, DownstreamOutcome, classify_error
@@ -49,6 +50,28 @@ log = logging.getLogger("durable.side_effects")  # the name operators filter on,
 def perform(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
             payload: dict[str, Any]) -> dict[str, Any]:
     """Make the external action happen once, returning its recorded result."""
+    begun = begin(store, lease, step=step, action=action, business_key=business_key, downstream=downstream,
+                  payload=payload)
+    if not isinstance(begun, Send):
+        return begun
+    begun.start(store, lease)
+    with logs.bound(operation_id=begun.row.operation_id):
+        try:
+            with lease_kept(store, lease):  # no second worker sends while this request may be in flight
+                outcome = begun.call()
+        except LeaseLost:
+            raise  # the run is another worker's now: it settles the STARTED row, this one writes nothing
+        except Exception as exc:
+            settle_failure(store, lease, begun, exc)
+        return finish(store, lease, begun, outcome)
+
+
+def begin(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
+          payload: dict[str, Any]) -> dict[str, Any] | Send:
+    """Prepare and re-enter: the recorded result if nothing is to be sent, else the Send still to start and make.
+
+    ctx.parallel begins each of its side effects on the step's thread, then starts and sends them at once.
+    """
     row = prepare(store, lease, step=step, action=action, business_key=business_key, downstream=downstream.name,
                   payload=payload)
     with logs.bound(operation_id=row.operation_id):
@@ -64,7 +87,7 @@ def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_k
     op_id = operation_id(str(lease.run_id), action, business_key)
     req_hash = request_hash(payload)
     row, created = store.prepare_operation(lease, {
-        "operation_id": op_id, "run_id": lease.run_id, "step": step, "action_name": action,
+        "operation_id": op_id, "run_id": lease.run_id, "step": step, "visit": lease.seq, "action_name": action,
         "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
     })
     if not created and row.request_hash != req_hash:
@@ -77,7 +100,7 @@ def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_k
 
 # -- 2. Re-enter: what the row's status says (invariant 3) -----------------------------------------------------
 
-def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any]:
+def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any] | Send:
     action = row.action_name
     reentry = on_reentry(row.status, resolved_by_hand=row.status_set_by_operator)
     if reentry is Reentry.TAKE_RESOLUTION:
@@ -100,34 +123,50 @@ def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstr
             raise _needs_attention(row)
         if settled.outcome is not None:
             return _result(settled.outcome.result, settled.outcome.external_ref)
-        return _execute(store, lease, row, downstream, may_have_happened=settled.may_have_happened)
-    return _execute(store, lease, row, downstream)
+        return Send(row, downstream, may_have_happened=settled.may_have_happened)
+    return Send(row, downstream)
 
 
 # -- 3. Execute: STARTED is committed, then the downstream is called -------------------------------------------
 
-def _execute(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, *,
-             may_have_happened: bool = False) -> dict[str, Any]:
-    sent_before = row.attempts > 0
-    ledger.mark_started(store, lease, row)
-    if sent_before and downstream.capabilities.honours_idempotency_keys:
-        metrics.idempotency_key_hit(row.action_name)
-        log.info("%s sent to %s again with the same Idempotency-Key (attempt %d)", row.action_name,
-                 downstream.name, row.attempts)
-    fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
-    try:
-        with lease_kept(store, lease):  # no second worker sends while this request may be in flight
-            outcome = downstream.execute(row.operation_id, row.business_key, row.payload or {})
-    except LeaseLost:
-        raise  # the run is another worker's now: it settles the STARTED row, this one writes nothing
-    except Exception as exc:
-        _settle_failure(store, lease, row, downstream, exc, may_have_happened=may_have_happened)
-        raise
-    fault_point(AFTER_DOWNSTREAM, operation_id=row.operation_id, action=row.action_name)
-    return _commit(store, lease, row, downstream, outcome)
+@dataclass
+class Send:
+    """An operation to send: `start` commits it STARTED (on the step's thread), then `call` sends it (on any
+    thread, under a kept lease), then `finish` or `settle_failure` records the answer (on the step's thread)."""
+
+    row: SideEffect
+    downstream: Downstream
+    may_have_happened: bool = False  # an earlier attempt may have performed it: re-sent with the same key
+
+    def start(self, store: RunStore, lease: Lease) -> None:
+        row, downstream = self.row, self.downstream
+        sent_before = row.attempts > 0
+        ledger.mark_started(store, lease, row)
+        if sent_before and downstream.capabilities.honours_idempotency_keys:
+            metrics.idempotency_key_hit(row.action_name)
+            log.info("%s sent to %s again with the same Idempotency-Key (attempt %d)", row.action_name,
+                     downstream.name, row.attempts)
+        fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
+
+    def call(self) -> DownstreamOutcome:
+        """The downstream call itself: no database write, so it may run on a thread of ctx.parallel's pool."""
+        return self.downstream.execute(self.row.operation_id, self.row.business_key, self.row.payload or {})
 
 
 # -- 4. Commit: the answer recorded, or the failure classified -------------------------------------------------
+
+def finish(store: RunStore, lease: Lease, send: Send, outcome: DownstreamOutcome) -> dict[str, Any]:
+    """The downstream answered: commit its answer SUCCEEDED and return what the step gets."""
+    with logs.bound(operation_id=send.row.operation_id):
+        fault_point(AFTER_DOWNSTREAM, operation_id=send.row.operation_id, action=send.row.action_name)
+        return _commit(store, lease, send.row, send.downstream, outcome)
+
+
+def settle_failure(store: RunStore, lease: Lease, send: Send, exc: Exception) -> NoReturn:
+    """The downstream call raised: record what that means and raise the error the step's retry policy reads."""
+    with logs.bound(operation_id=send.row.operation_id):
+        _settle_failure(store, lease, send.row, send.downstream, exc, may_have_happened=send.may_have_happened)
+
 
 def _commit(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream,
             outcome: DownstreamOutcome) -> dict[str, Any]:
@@ -144,7 +183,7 @@ def _result(result: dict[str, Any] | None, external_ref: str) -> dict[str, Any]:
 
 
 def _settle_failure(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream, exc: Exception, *,
-                    may_have_happened: bool) -> None:
+                    may_have_happened: bool) -> NoReturn:
     """Record what a failed call means. Raises instead of returning where the error changes.
 
     `may_have_happened`: this call re-sent, with the same key, an operation an earlier attempt may

@@ -67,10 +67,11 @@ class ResumePoint:
 
 @dataclass
 class Prefetched:
-    """The newest checkpoint and the recorded activity results, as the claim saw them."""
+    """The newest checkpoint and the recorded activity results of the visit it starts, as the claim saw them."""
 
     point: ResumePoint | None
-    calls: dict[str, list[RecordedCall]] | None
+    calls: list[RecordedCall] | None
+    step: str | None = None  # the step whose visit `calls` are of
 
 
 # What a claim reads from the run as it was, to tell when the run became due (resume latency).
@@ -136,15 +137,25 @@ class RunStore:
         cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
         return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
 
-    def recorded_calls(self, lease: Lease) -> dict[str, list[RecordedCall]]:
-        """Every recorded activity result of the run, by step: read once per task, not per step."""
-        rows = JournalEntry.objects.filter(run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
-        by_step: dict[str, list[RecordedCall]] = {}
-        for step, index, name, result in rows.values_list("step", "call_index", "name", "result"):
+    def checkpoint_step(self, lease: Lease) -> str:
+        """The step the newest checkpoint completed ("" for the run's start): where its route came from."""
+        return Checkpoint.objects.filter(run_id=lease.run_id, seq=lease.seq).values_list("step", flat=True).first() or ""
+
+    def recorded_calls(self, lease: Lease, step: str) -> list[RecordedCall]:
+        """The recorded activity results of the visit the run resumes with: `step` from checkpoint `lease.seq`.
+
+        Only that visit can have any: every later visit in the same task starts from a checkpoint this task
+        wrote. Results recorded before visits existed (visit NULL) belong to the newest visit of their step,
+        which is this one when the run resumes at that step (docs/workflows.md, "Visits").
+        """
+        rows = JournalEntry.objects.filter(Q(visit=lease.seq) | Q(visit__isnull=True), run_id=lease.run_id,
+                                           step=step, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
+        calls = []
+        for index, name, result in rows.values_list("call_index", "name", "result"):
             if index is None:  # the column is shared with other kinds; an activity is always written with one
                 raise ValueError(f"run {lease.run_id}: an activity result of step {step} has no call position")
-            by_step.setdefault(step, []).append(RecordedCall(index, name, result))
-        return by_step
+            calls.append(RecordedCall(index, name, result))
+        return calls
 
     # Fenced writes.
 
@@ -172,8 +183,10 @@ class RunStore:
         self._fenced(lease, None, lease_expires_at=lease.renewal(now) or F("lease_expires_at"))
 
     def _journal(self, lease: Lease, now: datetime, kind: str, step: str, **fields: Any) -> JournalEntry:
+        """An entry of the visit under way: the lease's seq is the checkpoint the step started from."""
         return JournalEntry.objects.create(
-            run_id=lease.run_id, kind=kind, step=step, fencing_token=lease.token, created_at=now, **fields
+            run_id=lease.run_id, kind=kind, step=step, visit=lease.seq, fencing_token=lease.token, created_at=now,
+            **fields
         )
 
     def fence(self, lease: Lease) -> None:
@@ -220,6 +233,22 @@ class RunStore:
         with transaction.atomic():
             self._progress(lease, now)
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
+
+    def record_activities(self, lease: Lease, step: str, calls: list[tuple[int, str, Any]]) -> None:
+        """Several activities' results (call_index, name, result) that came back together, in one fenced write."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._progress(lease, now)
+            JournalEntry.objects.bulk_create([JournalEntry(
+                run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY, step=step, visit=lease.seq, call_index=index,
+                name=name, result=result, fencing_token=lease.token, created_at=now) for index, name, result in calls])
+
+    def record_parallel(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:
+        """ctx.parallel starts a group: its calls, their indexes, which were reused; the timeline shows one group."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._progress(lease, now)
+            self._journal(lease, now, JournalEntry.Kind.PARALLEL, step, detail={"calls": calls})
 
     def record_reuse(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:
         """A step ran again and took these recorded results instead of calling: the timeline shows it."""

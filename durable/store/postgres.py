@@ -34,7 +34,8 @@ from durable.store.statements import run_statement
 
 # The portable claim's rule in one statement (free: no owner, or expired; due; claimable), which
 # also returns what the executor reads next: the newest checkpoint and the recorded activity
-# results. Those two reads see the statement's snapshot, taken before the row lock was granted:
+# results of the visit it starts (its step from that checkpoint; NULL: recorded before visits
+# existed, RunStore.recorded_calls). Those two reads see the statement's snapshot, taken before the row lock was granted:
 # if another transaction wrote the run meanwhile (its fenced writes always update the run row
 # with the checkpoint or journal entry they add), `resume_fresh` is false and the store reads
 # them again after the claim has committed.
@@ -59,9 +60,10 @@ WITH seen AS (
 )
 SELECT claimed.*, cp.next_step AS resume_next_step, cp.state::text AS resume_state,
        cp.state_schema_version AS resume_schema_version,
-       (SELECT json_agg(json_build_array(j.step, j.call_index, j.name, j.result) ORDER BY j.call_index)::text
+       (SELECT json_agg(json_build_array(j.call_index, j.name, j.result) ORDER BY j.call_index)::text
           FROM durable_journalentry AS j
-         WHERE j.run_id = claimed.id AND j.kind = 'activity') AS resume_calls
+         WHERE j.run_id = claimed.id AND j.kind = 'activity' AND j.step = cp.next_step
+           AND (j.visit = claimed.checkpoint_seq OR j.visit IS NULL)) AS resume_calls
   FROM claimed LEFT JOIN durable_checkpoint AS cp ON cp.run_id = claimed.id AND cp.seq = claimed.checkpoint_seq
 """
 
@@ -78,8 +80,9 @@ SELECT seq, next_step, state, state_schema_version FROM durable_checkpoint WHERE
 """
 
 _RECORDED_CALLS_SQL = """
-SELECT step, call_index, name, result FROM durable_journalentry
- WHERE run_id = %s AND kind = 'activity' ORDER BY call_index
+SELECT call_index, name, result FROM durable_journalentry
+ WHERE run_id = %(run_id)s AND kind = 'activity' AND step = %(step)s AND (visit = %(visit)s OR visit IS NULL)
+ ORDER BY call_index
 """
 
 # A step's progress: no indexed column changes (updated_at stays; the expiry only when the lease is
@@ -139,18 +142,26 @@ _RENEW = """
 
 _ACTIVITY_SQL = f"""
 WITH fenced AS ({_FENCE})
-INSERT INTO durable_journalentry (run_id, kind, step, call_index, name, result, fencing_token, created_at)
-SELECT id, 'activity', %(step)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(token)s, %(now)s FROM fenced
+INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, result, fencing_token, created_at)
+SELECT id, 'activity', %(step)s, %(seq)s, %(call_index)s, %(name)s, %(result)s::jsonb, %(token)s, %(now)s FROM fenced
+"""
+
+# Several results that came back together (ctx.parallel): one fenced statement, one row each, or none.
+_ACTIVITIES_SQL = f"""
+WITH fenced AS ({_FENCE})
+INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, result, fencing_token, created_at)
+SELECT fenced.id, 'activity', %(step)s, %(seq)s, call.call_index, call.name, call.result, %(token)s, %(now)s
+  FROM fenced CROSS JOIN jsonb_to_recordset(%(calls)s::jsonb) AS call(call_index int, name text, result jsonb)
 """
 
 # The row as inserted, or as it was; no row at all when the lease is lost (or in a race the
 # portable path settles).
 _PREPARE_OPERATION_SQL = f"""
 WITH fenced AS ({_FENCE}), inserted AS (
-    INSERT INTO durable_sideeffect (operation_id, run_id, step, action_name, downstream, business_key, request_hash,
-                                    payload, status, external_ref, response_hash, attempts, duplicates_prevented,
-                                    resolution_evidence, created_at, updated_at)
-    SELECT %(operation_id)s, id, %(step)s, %(action_name)s, %(downstream)s, %(business_key)s, %(request_hash)s,
+    INSERT INTO durable_sideeffect (operation_id, run_id, step, visit, action_name, downstream, business_key,
+                                    request_hash, payload, status, external_ref, response_hash, attempts,
+                                    duplicates_prevented, resolution_evidence, created_at, updated_at)
+    SELECT %(operation_id)s, id, %(step)s, %(seq)s, %(action_name)s, %(downstream)s, %(business_key)s, %(request_hash)s,
            %(payload)s::jsonb, 'PENDING', '', '', 0, 0, '', %(now)s, %(now)s FROM fenced
     ON CONFLICT (operation_id) DO NOTHING
     RETURNING {{columns}}
@@ -175,8 +186,8 @@ WITH fenced AS ({_FENCE}), moved AS (
      WHERE operation_id = %(operation_id)s AND status = ANY(%(sources)s) AND EXISTS (SELECT FROM fenced)
  RETURNING operation_id
 ), journaled AS (
-    INSERT INTO durable_journalentry (run_id, kind, step, name, detail, fencing_token, created_at)
-    SELECT %(run_id)s, %(kind)s, %(step)s, %(name)s, %(detail)s::jsonb, %(token)s, %(now)s FROM moved
+    INSERT INTO durable_journalentry (run_id, kind, step, visit, name, detail, fencing_token, created_at)
+    SELECT %(run_id)s, %(kind)s, %(step)s, %(seq)s, %(name)s, %(detail)s::jsonb, %(token)s, %(now)s FROM moved
      WHERE %(journaled)s
 )
 SELECT (SELECT count(*) FROM fenced), (SELECT count(*) FROM moved)
@@ -208,13 +219,13 @@ class PostgresRunStore(RunStore):
         seq, next_step, state, schema_version = row
         return ResumePoint(seq, next_step, _json(state), schema_version)
 
-    def recorded_calls(self, lease: Lease) -> dict[str, list[RecordedCall]]:
+    def recorded_calls(self, lease: Lease, step: str) -> list[RecordedCall]:
         prefetched = lease.prefetched
-        if prefetched is not None and prefetched.calls is not None:
+        if prefetched is not None and prefetched.calls is not None and prefetched.step == step:
             calls, prefetched.calls = prefetched.calls, None  # as of the claim: later calls read afresh
             return calls
-        _, rows = run_statement(_RECORDED_CALLS_SQL, [lease.run_id], "all")
-        return _by_step((step, index, name, _json(result)) for step, index, name, result in rows)
+        _, rows = run_statement(_RECORDED_CALLS_SQL, {"run_id": lease.run_id, "step": step, "visit": lease.seq}, "all")
+        return _recorded(rows)
 
     def _execute_fenced(self, sql: str, params: dict[str, Any], lease: Lease) -> None:
         rowcount, _ = run_statement(sql, params)
@@ -259,6 +270,13 @@ class PostgresRunStore(RunStore):
                   "result": json.dumps(result)}
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
 
+    def record_activities(self, lease: Lease, step: str, calls: list[tuple[int, str, Any]]) -> None:
+        rows = [{"call_index": index, "name": name, "result": result} for index, name, result in calls]
+        params = {**_fence_params(lease, timezone.now()), "step": step, "calls": json.dumps(rows)}
+        rowcount, _ = run_statement(_ACTIVITIES_SQL, params)
+        if rowcount != len(rows):  # nothing was written: the fence found the lease gone
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
         params = {**_fence_params(lease, timezone.now()), **fields, "payload": _jsonb(fields.get("payload"))}
         db = connections[DEFAULT_DB_ALIAS]
@@ -294,15 +312,13 @@ def _prefetched(run: Run) -> Prefetched:
     if extra["resume_state"] is not None:  # the checkpoint at the run's checkpoint_seq exists
         point = ResumePoint(run.checkpoint_seq, extra["resume_next_step"], _json(extra["resume_state"]),
                             extra["resume_schema_version"])
-    return Prefetched(point, _by_step(_json(extra["resume_calls"]) or []))
+    return Prefetched(point, [RecordedCall(*row) for row in _json(extra["resume_calls"]) or []],
+                      extra["resume_next_step"])
 
 
-def _by_step(rows: Iterable[Sequence[Any]]) -> dict[str, list[RecordedCall]]:
-    """(step, call_index, name, result) rows in call_index order, by step."""
-    by_step: dict[str, list[RecordedCall]] = {}
-    for step, index, name, result in rows:
-        by_step.setdefault(step, []).append(RecordedCall(index, name, result))
-    return by_step
+def _recorded(rows: Iterable[Sequence[Any]]) -> list[RecordedCall]:
+    """(call_index, name, result as jsonb text) rows, in call_index order."""
+    return [RecordedCall(index, name, _json(result)) for index, name, result in rows]
 
 
 def _check_fence(lease: Lease, rowcount: int) -> None:

@@ -1,16 +1,18 @@
-"""The benchmark's workflows: S trivial steps, optionally then one side effect. Workers started by
-durable_bench import this."""
+"""The benchmark's workflows: S trivial steps (or one step visited S times, `--loop`), optionally then one
+side effect. Workers started by durable_bench import this."""
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
 from durable.tools.bench.downstream import ACTION, downstream
 from durable.registry import registry
+from durable.engine.graph import Route
 from durable.workflow import Workflow
 
 
@@ -29,21 +31,41 @@ def charge(ctx: Any, state: Counter) -> Counter:
     return state
 
 
-def bench_workflow(steps: int, side_effect: bool = False) -> Workflow:
-    """`bench-S`: S steps that each add one; `bench-S-charge` adds a step with one side effect.
+def visit(steps: int, then: str | None) -> Callable[[Any, Counter], Route]:
+    """The loop's one step: add one, and route back to itself until it has been visited `steps` times."""
+
+    def step(ctx: Any, state: Counter) -> Route:
+        state.n += 1
+        return Route("step" if state.n < steps else then, state)
+
+    return step
+
+
+def bench_workflow(steps: int, side_effect: bool = False, loop: bool = False) -> Workflow:
+    """`bench-S`: S steps that each add one; `bench-loop-S`: one step that adds one and routes back to
+    itself, visited S times; `-charge`: then a step with one side effect.
 
     Registered once per process.
     """
-    name = f"bench-{steps}-charge" if side_effect else f"bench-{steps}"
+    name = f"bench-{'loop-' if loop else ''}{steps}{'-charge' if side_effect else ''}"
     try:
         return registry.get(name, 1)
     except LookupError:
         workflow = Workflow(name=name, version=1, state=Counter, input=Counter)
-        for i in range(steps):
-            workflow.step(bump, name=f"step{i + 1}")
+        if loop:
+            then = "charge" if side_effect else None
+            workflow.step(visit(steps, then), name="step", next=["step", *([then] if then else [])])
+        else:
+            for i in range(steps):
+                workflow.step(bump, name=f"step{i + 1}")
         if side_effect:
             workflow.step(charge, name="charge", side_effects=[ACTION])
         return registry.register(workflow)
+
+
+def visits_per_run(steps: int, side_effect: bool = False) -> int:
+    """How many step visits (checkpoints) a run of a benchmark workflow makes, looping or not."""
+    return steps + (1 if side_effect else 0)
 
 
 def _report_worker_stats(stats_dir: str) -> None:
@@ -94,6 +116,7 @@ def _report_worker_stats(stats_dir: str) -> None:
 
 
 if os.environ.get("DURABLE_BENCH_STEPS"):
-    bench_workflow(int(os.environ["DURABLE_BENCH_STEPS"]), side_effect=bool(os.environ.get("DURABLE_BENCH_SIDE_EFFECT")))
+    bench_workflow(int(os.environ["DURABLE_BENCH_STEPS"]), side_effect=bool(os.environ.get("DURABLE_BENCH_SIDE_EFFECT")),
+                   loop=bool(os.environ.get("DURABLE_BENCH_LOOP")))
 if os.environ.get("DURABLE_BENCH_STATS_DIR"):
     _report_worker_stats(os.environ["DURABLE_BENCH_STATS_DIR"])

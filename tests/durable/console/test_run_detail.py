@@ -134,3 +134,14 @@ def test_an_unknown_checkpoint_is_a_404_and_needs_view_run(viewer):
     run = run_in(RunStatus.PENDING)
     assert viewer.get(state_url(run, 9)).status_code == 404
     assert client_for(make_user("outsider")).get(state_url(run, 0)).status_code == 403
+
+
+def test_the_run_page_shows_routes_the_route_taken_and_a_spent_step_budget(viewer):
+    from tests.durable import graph_workflows  # noqa: F401 (registers them)
+    run, _ = services.start_run(workflow="test-endless", input={}, business_key="loop-1")
+    executor.advance(run.id)
+    html = viewer.get(detail_url(run)).content.decode()
+    assert "<li>spin <small>routes: spin</small></li>" in html
+    assert "checkpoint #2: spin done → spin (route spin -&gt; spin)" in html
+    text = strip_tags(html)
+    assert "step_budget_exhausted" in text and "stopped by the step budget after 5 visits" in text

@@ -33,3 +33,13 @@ def test_the_order_a_step_lists_its_side_effects_in_is_not():
 def test_a_list_and_a_tuple_of_the_same_shapes_fingerprint_alike(shapes):
     steps = [StepShape(name, tuple(effects)) for name, effects in shapes]
     assert topology_fingerprint(steps) == topology_fingerprint(tuple(steps))
+
+
+def test_routes_are_part_of_the_shape_only_when_a_step_declares_some():
+    plain = [StepShape("plan"), StepShape("act")]
+    looping = [StepShape("plan", routes=("act",)), StepShape("act", routes=("plan", "act"))]
+    assert topology_fingerprint(plain) == topology_fingerprint([StepShape("plan", (), ()), StepShape("act", (), ())])
+    assert topology_fingerprint(looping) != topology_fingerprint(plain)
+    # The order a step lists its routes in is not part of the shape; what it may reach is.
+    assert topology_fingerprint(looping) == topology_fingerprint([looping[0], StepShape("act", routes=("act", "plan"))])
+    assert topology_fingerprint(looping) != topology_fingerprint([looping[0], StepShape("act", routes=("plan",))])

@@ -35,3 +35,22 @@ def test_a_new_side_effect_on_an_existing_step():
 
 def test_topology_round_trips_through_json():
     assert shapes_from_json(shapes_to_json(V1)) == V1
+
+
+def test_routes_are_recorded_only_when_declared_and_read_back():
+    shapes = [S("plan", routes=("act", "answer")), S("act", ("refund",), ("plan",)), S("answer")]
+    recorded = shapes_to_json(shapes)
+    assert recorded[2] == {"step": "answer", "side_effects": []}
+    assert recorded[0] == {"step": "plan", "side_effects": [], "routes": ["act", "answer"]}
+    assert shapes_from_json(recorded) == shapes
+
+
+def test_route_changes_are_named():
+    v1 = [S("plan", routes=("act", "answer")), S("act"), S("answer")]
+    v2 = [S("plan", routes=("act", "check")), S("act", routes=("plan",)), S("check"), S("answer")]
+    assert describe_changes(v1, v2) == [
+        "step 'check' was inserted at position 3",
+        "step 'plan' may now route to 'check'", "step 'plan' no longer routes to 'answer'",
+        "step 'act' now declares its routes: plan",
+    ]
+    assert describe_changes(v2[:1], [S("plan")]) == ["step 'plan' no longer declares routes (it had act, check)"]

@@ -176,7 +176,9 @@ def test_rerunning_a_committed_step_returns_the_recorded_result_without_calling_
     assert (row.duplicates_prevented, row.attempts) == (1, 1)
     prevented = JournalEntry.objects.get(run=run, kind=JournalEntry.Kind.DUPLICATE_PREVENTED)
     assert (prevented.step, prevented.name) == ("payment", "refund")
-    assert prevented.detail == {"operation_id": row.operation_id, "external_ref": "re_1"}
+    assert prevented.detail == {"operation_id": row.operation_id, "external_ref": "re_1",
+                                "done_in_visit": row.visit}
+    assert row.visit == prevented.visit  # the re-executed visit is the one that prepared it
 
 
 # A changed request under the same operation id

@@ -34,7 +34,7 @@ def test_a_claim_hands_out_the_newest_checkpoint_and_the_recorded_calls_without_
     run = started_run()
     db = store()
     first, _ = db.claim(run.id, "w1", LEASE)
-    db.resume_point(first), db.recorded_calls(first)
+    db.resume_point(first), db.recorded_calls(first, "step1")
     db.commit_step(first, "step1", "step2", {"n": 1}, 1)
     db.commit_step(first, "step2", "step3", {"n": 2}, 1)
     db.record_activity(first, "step3", 0, "llm.plan", {"intent": "refund"})
@@ -43,14 +43,14 @@ def test_a_claim_hands_out_the_newest_checkpoint_and_the_recorded_calls_without_
 
     lease, _ = db.claim(run.id, "w2", LEASE)
     handed: list = []
-    reads = statements_of(lambda: handed.extend([db.resume_point(lease), db.recorded_calls(lease)]))
-    fresh = [db.resume_point(lease), db.recorded_calls(lease)]  # handed out once: these read afresh
+    reads = statements_of(lambda: handed.extend([db.resume_point(lease), db.recorded_calls(lease, "step3")]))
+    fresh = [db.resume_point(lease), db.recorded_calls(lease, "step3")]  # handed out once: these read afresh
 
     if connection.vendor == "postgresql":
         assert reads == []  # both came with the claim
     for point, calls in (handed, fresh):
         assert (point.seq, point.next_step, point.state) == (2, "step3", {"n": 2})
-        assert [(c.call_index, c.name, c.result) for c in calls["step3"]] == [
+        assert [(c.call_index, c.name, c.result) for c in calls] == [
             (0, "llm.plan", {"intent": "refund"}), (1, "llm.check", "ok")]
 
 
@@ -126,4 +126,27 @@ def test_a_claim_that_waited_for_the_row_lock_hands_out_what_the_writer_committe
     assert lease.token == old.token + 1 and lease.seq == 1
     point = db.resume_point(lease)
     assert (point.seq, point.next_step, point.state) == (1, "step2", {"n": 1})
-    assert [(c.call_index, c.name) for c in db.recorded_calls(lease)["step2"]] == [(0, "llm.plan")]
+    # Written without a visit, as before visits existed: read as the newest visit of step2, this one.
+    assert [(c.call_index, c.name) for c in db.recorded_calls(lease, "step2")] == [(0, "llm.plan")]
+
+
+@pytest.mark.django_db
+def test_a_claim_hands_out_only_the_records_of_the_visit_it_resumes():
+    """An earlier visit of the same step (a loop) recorded its own calls: the visit resumed now gets only its
+    own, and a result written before visits existed (visit NULL) counts as the newest visit's."""
+    run = started_run()
+    db = store()
+    first, _ = db.claim(run.id, "w1", LEASE)
+    db.record_activity(first, "step1", 0, "llm.plan", "first visit")
+    db.commit_step(first, "step1", "step1", {"n": 1}, 1)  # the step routes back to itself: visit #2 starts at 1
+    db.record_activity(first, "step1", 0, "llm.plan", "second visit")
+    JournalEntry.objects.create(run_id=run.id, kind=JournalEntry.Kind.ACTIVITY, step="step1", call_index=1,
+                                name="llm.check", result="unvisited", fencing_token=first.token,
+                                created_at=timezone.now())
+    db.release(first)
+
+    lease, _ = db.claim(run.id, "w2", LEASE)
+    assert db.resume_point(lease).seq == 1
+    calls = db.recorded_calls(lease, "step1")
+    assert [(c.call_index, c.result) for c in calls] == [(0, "second visit"), (1, "unvisited")]
+    assert db.recorded_calls(lease, "step2") == []

@@ -1,5 +1,5 @@
-"""Benchmark: R workflows of S trivial steps through W real worker processes; `--compare` measures
-the same workload on the peers and the floor too."""
+"""Benchmark: R workflows of S trivial steps (or `--loop`: one step visited S times) through W real worker
+processes; `--compare` measures the same workload on the peers and the floor too."""
 from __future__ import annotations
 
 import logging
@@ -30,7 +30,7 @@ from durable.tools.bench.peers import RUNNERS, Workload, run_peer
 from durable.tools.bench.phases import PhaseReport, time_phases
 from durable.tools.bench import wakeup
 from durable.tools.bench.wakeup import Wakeups
-from durable.tools.bench.workflows import bench_workflow
+from durable.tools.bench.workflows import bench_workflow, visits_per_run
 from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.tools.processes import WorkerProcess, database_url
@@ -78,6 +78,13 @@ class Command(BaseCommand):
                                  "and report SIGKILL -> resumed p50/p99 (docs/benchmarks.md)")
         parser.add_argument("--side-effect", action="store_true",
                             help="with --in-process: one more step per run, with one side effect")
+        parser.add_argument("--parallel", type=int, default=0, metavar="N",
+                            help="time --runs runs of one step making N activities at once (ctx.parallel), "
+                                 "each taking --call-ms, in this process")
+        parser.add_argument("--call-ms", type=float, default=50.0, help="with --parallel: how long each call takes")
+        parser.add_argument("--loop", action="store_true",
+                            help="runs of one step that routes back to itself, visited --steps times, instead "
+                                 "of --steps declared steps (what a loop visit costs beside a declared step)")
 
     def handle(self, *args: Any, runs: int, steps: int, workers: int, timeout: float, keep: bool,
                workers_list: str, repeat: int, **options: Any) -> None:
@@ -86,6 +93,8 @@ class Command(BaseCommand):
         comparing = options["compare"]
         if comparing and options["in_process"]:
             raise CommandError("--in-process times durable alone; run it without --compare")
+        if comparing and options["loop"]:
+            raise CommandError("--loop measures durable alone; run it without --compare")
         if options["side_effect"] and not options["in_process"]:
             raise CommandError("--side-effect goes with --in-process (--compare runs both phases anyway)")
         if comparing and connection.vendor != "postgresql":
@@ -106,13 +115,18 @@ class Command(BaseCommand):
             self.stdout.write(f"durable_bench --sweeper-at {options['sweeper_at']:,}")
             self._lines(sweeper.seed_and_time(options["sweeper_at"], keep=keep))
             return
+        if options["parallel"]:
+            from durable.tools.bench.parallel import time_parallel
+
+            self._lines(time_parallel(options["parallel"], options["call_ms"], runs))
+            return
         if options["resume_with"]:
             from durable.tools.bench.resume import time_resume
 
             self._lines(time_resume(options["resume_with"]))
             return
         if options["in_process"]:
-            self._phases(runs, steps, options["side_effect"])
+            self._phases(runs, steps, options["side_effect"], options["loop"])
             return
         # A queue of its own: a running demo worker must not take the benchmark's runs.
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
@@ -122,18 +136,18 @@ class Command(BaseCommand):
             if comparing:
                 self._compare(runs, steps, counts, timeout, repeat)
             else:
-                self._report(self._bench(runs, steps, counts[0], timeout, keep), counts[0])
+                self._report(self._bench(runs, steps, counts[0], timeout, keep, loop=options["loop"]), counts[0])
             self._report_wakeups()
 
     # -- durable alone ------------------------------------------------------------
 
     def _bench(self, runs: int, steps: int, workers: int, timeout: float, keep: bool,
-               side_effect: bool = False) -> BenchResult:
-        workflow = bench_workflow(steps, side_effect=side_effect)
+               side_effect: bool = False, loop: bool = False) -> BenchResult:
+        workflow = bench_workflow(steps, side_effect=side_effect, loop=loop)
         stats_dir = Path(tempfile.mkdtemp(prefix="durable-bench-"))
         env = {
             "DURABLE_BENCH_STEPS": str(steps), "DURABLE_BENCH_STATS_DIR": str(stats_dir),
-            "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "",
+            "DURABLE_BENCH_SIDE_EFFECT": "1" if side_effect else "", "DURABLE_BENCH_LOOP": "1" if loop else "",
             "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows",
                                                   "durable.tools.bench.wakeup"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
@@ -161,7 +175,7 @@ class Command(BaseCommand):
             if unfinished:
                 raise CommandError(f"{unfinished} run(s) unfinished after {timeout:.0f}s")
             time.sleep(0.3)  # the last task's stats file is written just after its run's last commit
-            result = measure(run_ids, len(workflow.steps), started, stats_dir)  # before the probes add to the counts
+            result = measure(run_ids, visits_per_run(steps, side_effect), started, stats_dir)  # before the probes add to the counts
             if probed:  # the same worker, idle now
                 self.wakeups.add(wakeup.probe(self.probes, account))
         finally:
@@ -196,11 +210,13 @@ class Command(BaseCommand):
                 delete_runs(run_ids)
         self._lines(found.lines(durable_settings.DURABLE_LEASE_SECONDS, durable_settings.DURABLE_SWEEP_SECONDS))
 
-    def _phases(self, runs: int, steps: int, side_effect: bool) -> None:
-        workflow = bench_workflow(steps, side_effect=side_effect)
-        report, _ = _advance_in_process(workflow, runs)
+    def _phases(self, runs: int, steps: int, side_effect: bool, loop: bool) -> None:
+        workflow = bench_workflow(steps, side_effect=side_effect, loop=loop)
+        visits = visits_per_run(steps, side_effect)
+        report, _ = _advance_in_process(workflow, runs, visits)
+        shape = f"{visits} step visits ({steps} of one step looping)" if loop else f"{visits} steps"
         with_effect = " (one of them with a side effect)" if side_effect else ""
-        self.stdout.write(f"durable_bench --in-process: {runs} runs x {len(workflow.steps)} steps{with_effect} "
+        self.stdout.write(f"durable_bench --in-process: {runs} runs x {shape}{with_effect} "
                           f"advanced one after another in this process, database {connection.vendor}")
         self._lines(report.lines())
 
@@ -269,7 +285,8 @@ class Command(BaseCommand):
     def _in_process(workload: Workload) -> SystemResult:
         """durable's engine as the peers run: workflows one after another in this process, no broker."""
         workflow = bench_workflow(workload.steps, side_effect=workload.side_effect)
-        report, intervals = _advance_in_process(workflow, workload.runs)
+        report, intervals = _advance_in_process(workflow, workload.runs,
+                                                visits_per_run(workload.steps, workload.side_effect))
         return compare.from_intervals(DURABLE_IN_PROCESS, steps=report.steps, seconds=report.seconds,
                                       intervals_ms=intervals, cpu=report.cpu)
 
@@ -287,16 +304,16 @@ def _start_runs(workflow: Workflow, count: int, account: User | None = None) -> 
                                user=account)[0].id for i in range(count)]
 
 
-def _advance_in_process(workflow: Workflow, runs: int) -> tuple[PhaseReport, list[float]]:
+def _advance_in_process(workflow: Workflow, runs: int, visits: int) -> tuple[PhaseReport, list[float]]:
     """Advance `runs` runs in this process, after a few untimed ones (connections, caches, lazy
     imports); the phases and the per-step intervals, and no runs left behind."""
     warmup = min(20, runs)
     run_ids = _start_runs(workflow, warmup + runs)
     logging.disable(logging.INFO)  # a line per side effect on this console; a worker writes them to its log file
     try:
-        time_phases(run_ids[:warmup], len(workflow.steps))
+        time_phases(run_ids[:warmup], visits)
         timed = run_ids[warmup:]
-        return time_phases(timed, len(workflow.steps)), step_intervals_ms(timed)
+        return time_phases(timed, visits), step_intervals_ms(timed)
     finally:
         logging.disable(logging.NOTSET)
         delete_runs(run_ids)

@@ -75,3 +75,34 @@ def test_in_process_and_compare_do_not_mix():
 def test_a_side_effect_step_needs_in_process():
     with pytest.raises(CommandError, match="goes with --in-process"):
         call_command("durable_bench", "--side-effect")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_loop_mode_visits_one_step_as_many_times_as_steps_declared(capsys):
+    workflow = bench_workflow(4, loop=True)
+    assert [s.name for s in workflow.steps] == ["step"] and workflow.steps[0].routes == ("step",)
+    call_command("durable_bench", "--in-process", "--loop", "--runs", "2", "--steps", "4")
+
+    out = capsys.readouterr().out
+    assert "2 runs x 4 step visits (4 of one step looping)" in out
+    line = next(line for line in out.splitlines() if line.strip().startswith(PHASES["commit_step"]))
+    assert re.search(r"\s6\s", line), line  # 3 looping visits' writes per run; the 4th visit finishes it
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_looping_run_ends_in_its_side_effect_step():
+    workflow = bench_workflow(3, side_effect=True, loop=True)
+    run_id = services.start_run(workflow=workflow.name, input={}, business_key="loop-charge", enqueue=False)[0].id
+
+    report = time_phases([run_id], 4)
+
+    run = Run.objects.get(id=run_id)
+    assert (run.status, run.output, run.checkpoint_seq) == (RunStatus.SUCCEEDED, {"n": 4}, 4)
+    assert len(report.by_phase["prepare_operation"]) == 1
+
+
+@pytest.mark.django_db
+def test_the_loop_mode_measures_durable_alone():
+    with pytest.raises(CommandError, match="--loop measures durable alone"):
+        call_command("durable_bench", "--loop", "--compare")

@@ -1,0 +1,224 @@
+"""ctx.parallel: several activities and side effects of one step at once, each recorded under its own index.
+
+Everything that writes happens on the step's thread, in the order the calls were given: each call's
+index is reserved, each side effect is prepared and re-entered, then committed STARTED right before it
+is sent. Only the external calls themselves (an activity's function, a downstream's request) run on a
+bounded pool of threads (DURABLE_PARALLEL_CALLS), with the lease kept alive (and fenced) for as long as
+any of them is in flight. Each answer is recorded on the step's thread as it comes, under the index
+reserved for it, so the records of a visit never depend on which call finished first (invariant 16),
+and a visit re-executed after a crash or a retry reuses what finished and calls only the rest.
+
+Django's database connections are per thread, and the run store's fenced writes and the step write in
+flight live on the step thread's connection: that is why no write happens on the pool.
+"""
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.db import connections
+
+from durable.conf import durable_settings
+from durable.downstream import Downstream
+from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
+from durable.runtime import side_effects
+from durable.engine.replay import RecordedCall
+from durable.runtime.heartbeat import lease_kept
+from durable.store import Lease, RunStore
+
+log = logging.getLogger("durable.activity")
+
+
+@dataclass(frozen=True)
+class Call:
+    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., **kwargs)`."""
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    returns: type | None = None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A side effect for ctx.parallel, made by `ctx.effect(action, business_key=..., downstream=..., payload=...)`."""
+
+    action: str
+    business_key: str
+    downstream: Downstream
+    payload: dict[str, Any]
+
+
+class StepContext(Protocol):
+    """What a group needs of the step context (durable/runtime/context.py, which imports this module)."""
+
+    step: str
+    _store: RunStore
+    _lease: Lease
+
+    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
+
+    def _reused(self, name: str, recorded: RecordedCall) -> Any: ...
+
+    def _recordable(self, name: str, answer: Any) -> Any: ...
+
+    def _checked_effect(self, action: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Pending:
+    """A call still to make: what runs on the pool, and what records its answer on the step's thread (an
+    activity's with the others that answered with it, `_record_together`; a side effect's by `record`)."""
+
+    position: int
+    label: str
+    run: Callable[[], Any]
+    record: Callable[[Any], Any] | None = None  # a side effect's Commit
+    start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
+    failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
+    activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
+
+
+def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
+    """Run the calls at once; their results in the order given, each recorded under its own index."""
+    results: list[Any] = [None] * len(calls)
+    pending: list[_Pending] = []
+    described: list[dict[str, Any]] = []
+    for position, call in enumerate(calls):  # indexes reserved and side effects prepared in the order given
+        if isinstance(call, Call):
+            _plan_call(ctx, position, call, results, pending, described)
+        elif isinstance(call, Effect):
+            _plan_effect(ctx, position, call, results, pending, described)
+        else:
+            raise TypeError(f"ctx.parallel takes ctx.call(...) and ctx.effect(...), got {type(call).__name__}")
+    ctx._store.record_parallel(ctx._lease, ctx.step, described)
+    if pending:
+        _make(ctx, pending, results, len(calls))
+    return [_as_asked(call, result) for call, result in zip(calls, results)]
+
+
+def _as_asked(call: Call | Effect, result: Any) -> Any:
+    """An activity's result as the model its `returns=` names, live and on replay alike; anything else as recorded."""
+    if isinstance(call, Call) and call.returns is not None:
+        return call.returns.model_validate(result)  # type: ignore[attr-defined]
+    return result
+
+
+def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], pending: list[_Pending],
+               described: list[dict[str, Any]]) -> None:
+    index, recorded = ctx._reserve(call.name)
+    described.append({"call_index": index, "name": call.name, "reused": recorded is not None})
+    if recorded is not None:
+        results[position] = ctx._reused(call.name, recorded)
+        return
+
+    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs),
+                            activity=(call.name, index)))
+
+
+def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
+                 described: list[dict[str, Any]]) -> None:
+    payload = ctx._checked_effect(effect.action, effect.business_key, effect.payload)
+    begun = side_effects.begin(ctx._store, ctx._lease, step=ctx.step, action=effect.action,
+                               business_key=effect.business_key, downstream=effect.downstream, payload=payload)
+    send = begun if isinstance(begun, side_effects.Send) else None
+    described.append({"action": effect.action, "business_key": effect.business_key,
+                      "operation_id": send.row.operation_id if send else None, "reused": send is None})
+    if send is None:
+        results[position] = begun
+        return
+    store, lease = ctx._store, ctx._lease
+    pending.append(_Pending(position, effect.action, send.call,
+                            record=lambda outcome: side_effects.finish(store, lease, send, outcome),
+                            start=lambda: send.start(store, lease),
+                            failed=lambda exc: side_effects.settle_failure(store, lease, send, exc)))
+
+
+def _make(ctx: StepContext, pending: list[_Pending], results: list[Any], of: int) -> None:
+    """Send every pending call on the pool, record each answer as it comes; raise once all are settled."""
+    errors: list[tuple[int, str, BaseException]] = []
+    size = min(len(pending), durable_settings.DURABLE_PARALLEL_CALLS)
+    pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"durable-parallel-{ctx.step}")
+    try:
+        with lease_kept(ctx._store, ctx._lease):  # no second worker calls while any of these may be in flight
+            running: dict[Future[Any], _Pending] = {}
+            for call in pending:  # Prepare + STARTED committed before each downstream call is submitted
+                if call.start is not None:
+                    call.start()
+                running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                together = []
+                for future in done:
+                    call = running.pop(future)
+                    if call.activity is not None and future.exception() is None:
+                        together.append((call, future))
+                    else:
+                        _settle(call, future, results, errors)
+                if together:  # activities that answered at about the same time: one write for all of them
+                    _record_together(ctx, together, results, errors)
+    except BaseException:  # the lease lost, a crash, a ledger row moved under us: nothing more is written
+        pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned; a sent one stays STARTED
+        raise
+    pool.shutdown(wait=True)
+    if errors:
+        raise _failure(sorted(errors), of)
+
+
+def _on_pool(fn: Callable[[], Any]) -> Any:
+    """A call on a pool thread: any database connection it opened is closed with it (connections are per thread)."""
+    try:
+        return fn()
+    finally:
+        connections.close_all()
+
+
+def _settle(call: _Pending, future: Future[Any], results: list[Any],
+            errors: list[tuple[int, str, BaseException]]) -> None:
+    """Record one answer on the step's thread: its result, or its failure as the ledger reads it."""
+    try:
+        try:
+            answer = future.result()
+        except Exception as exc:
+            if call.failed is not None:
+                call.failed(exc)  # a side effect's failure is recorded, and raised as the step should see it
+            raise
+        assert call.record is not None  # an activity that answered is recorded with the others (_record_together)
+        results[call.position] = call.record(answer)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        log.info("parallel call %s failed: %s", call.label, exc)
+        errors.append((call.position, call.label, exc))
+
+
+def _record_together(ctx: StepContext, answered: list[tuple[_Pending, Future[Any]]], results: list[Any],
+                     errors: list[tuple[int, str, BaseException]]) -> None:
+    """Record the results of activities that answered together in one fenced write, each under its own index."""
+    rows: list[tuple[_Pending, int, str, Any]] = []
+    for call, future in answered:
+        name, index = call.activity  # type: ignore[misc]
+        try:
+            rows.append((call, index, name, ctx._recordable(name, future.result())))
+        except Exception as exc:  # not storable: that call's error, the others are recorded
+            errors.append((call.position, call.label, exc))
+    if rows:
+        ctx._store.record_activities(ctx._lease, ctx.step, [(index, name, result) for _, index, name, result in rows])
+        for call, _, _, result in rows:
+            results[call.position] = result
+
+
+def _failure(errors: list[tuple[int, str, BaseException]], of: int) -> BaseException:
+    """What the step raises: an operation of unknown outcome waits for an operator first; one failure as it is;
+    several named together, retryable only if each is."""
+    for _, _, exc in errors:
+        if isinstance(exc, NeedsAttention):
+            return exc
+    if len(errors) == 1:
+        return errors[0][2]
+    return ParallelCallsFailed([(label, exc) for _, label, exc in errors], of)
