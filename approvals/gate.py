@@ -26,10 +26,11 @@ from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approvers_needed, object_hash, snapshot_hash
 from durable.engine.errors import AwaitingApproval, NonRetryableError, refuse_unstorable
 from durable.engine.notifications import EventKind
-from durable.models import JournalEntry
+from durable.models import Checkpoint, JournalEntry
 from durable.runtime.gates import ApprovalAsk, GateSite
 from durable.signals import operator_event
 from durable.store import Lease, RunStore
+from durable.versions import MIGRATION_CHECKPOINT_PREFIX
 
 MAX_ASKS = 5  # asking again is for facts that moved, not a loop
 
@@ -93,6 +94,8 @@ class Gate:
                                                  position=self.position)
                   .select_related("decided_by").order_by("-ask").first())
         if latest is None:
+            latest = self._carried_across_a_migration()
+        if latest is None:
             return self._ask(ask, 1)
         status = ApprovalStatus(latest.status)
         if status == ApprovalStatus.PENDING:  # enqueued again with no decision yet: keep waiting
@@ -107,6 +110,25 @@ class Gate:
             raise ApprovalRejected(f"{latest.kind} was rejected by {who}: {latest.reason}")
         path = ask.on_expiry if status == ApprovalStatus.EXPIRED else ask.on_invalid
         return self._take(path, ask, latest)
+
+    def _carried_across_a_migration(self) -> ApprovalRequest | None:
+        """A request asked here (this step, this place) by the visit an operator's migration took the run over
+        from, never acted on: the run takes it up in this visit, the first of this step since the migration, as it
+        did before requests belonged to visits. It is still revalidated before the run acts on it."""
+        earlier = (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step, position=self.position,
+                                                  visit__lt=self.visit, used_at__isnull=True)
+                   .order_by("-visit", "-ask").first())
+        if earlier is None:
+            return None
+        between = Checkpoint.objects.filter(run_id=self.run_id, seq__gt=earlier.visit, seq__lte=self.visit)
+        if not between.filter(step__startswith=MIGRATION_CHECKPOINT_PREFIX).exists() \
+                or between.filter(step=self.step).exists():  # a loop's earlier visit, or no migration since
+            return None
+        ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step, visit=earlier.visit,
+                                       position=self.position).update(visit=self.visit)
+        return (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step, visit=self.visit,
+                                               position=self.position)
+                .select_related("decided_by").order_by("-ask").first())
 
     def _use(self, ask: ApprovalAsk, approved: ApprovalRequest) -> dict[str, Any]:
         """Approved: revalidate once more, right before the run acts on it."""

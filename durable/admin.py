@@ -27,6 +27,7 @@ from durable.models import (
     RunSearch,
     SecurityEvent,
     SideEffect,
+    SweepTurn,
 )
 from durable.permissions import can_see_contents
 
@@ -135,6 +136,13 @@ class ProcessAdmin(ReadOnlyAdmin):
 
     list_display = ("kind", "hostname", "pid", "started_at", "last_seen")
     list_filter = ("kind", "hostname")
+
+
+@admin.register(SweepTurn)
+class SweepTurnAdmin(ReadOnlyAdmin):
+    """When the workers' next sweep is due and which worker took the last turn (durable.runtime.sweeper)."""
+
+    list_display = ("scope", "due_at", "taken_by")
 
 
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.

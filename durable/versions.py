@@ -20,6 +20,11 @@ from durable.registry import UnknownWorkflow, registry
 from durable.workflow import Workflow
 
 
+# The `step` of the checkpoint a migration writes: "migration v1->v2". The approvals gate reads it to carry a
+# request across the migration (approvals/gate.py).
+MIGRATION_CHECKPOINT_PREFIX = "migration v"
+
+
 def migrate_run(*, run_id: UUID | str, to_version: int, user: Caller | None, source: str,
                 reason: str = "") -> Run:
     """Move a BLOCKED_VERSION run onto a newer version that declares a migration from its own."""
@@ -65,7 +70,7 @@ def _apply(run: Run, target: Workflow, new_step: str, state: dict, seq: int, use
             fencing_token=F("fencing_token") + 1, enqueued_at=now, updated_at=now)
         if not updated:
             raise Conflict("the run changed meanwhile; nothing was migrated", current=Run.objects.get(id=run.id).status)
-        Checkpoint.objects.create(run=run, seq=seq + 1, step=f"migration v{before['workflow_version']}->v{target.version}",
+        Checkpoint.objects.create(run=run, seq=seq + 1, step=f"{MIGRATION_CHECKPOINT_PREFIX}{before['workflow_version']}->v{target.version}",
                                   next_step=new_step, state=state, state_schema_version=target.checkpoint_schema_version,
                                   created_at=now)
         JournalEntry.objects.create(run=run, kind=JournalEntry.Kind.OPERATOR, step=new_step, name="migrate_version",

@@ -186,9 +186,11 @@ def test_a_retried_step_reuses_its_recorded_result_once_and_counts_as_one_replay
     assert calls_in(calls_file).count("a2") == 1
 
 
-def test_a_step_replaying_two_recorded_results_is_one_replayed_step(calls_file):
-    run = start(calls_file)
-    for index, name in enumerate(("a3", "a4")):
+def test_a_step_replaying_two_recorded_results_is_one_replayed_step(calls_file, settings):
+    settings.DURABLE_TIME_SLICE_SECONDS = 0  # a task a step: the run resumes at s3, the visit the records are of
+    run = advance(advance(start(calls_file)))  # s1, then s2
+    assert run.current_step == "s3"
+    for index, name in enumerate(("a3", "a4")):  # no visit: recorded before visits existed, this visit's
         JournalEntry.objects.create(run=run, kind="activity", step="s3", call_index=index, name=name,
                                     result=f"{name}-recorded", created_at=timezone.now())
     with counting("task_result_reused_total", **COUNTING) as reused, \

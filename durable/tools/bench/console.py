@@ -76,10 +76,11 @@ def seed(runs: int, approvals: int) -> None:
 
 def _seed_approvals(cursor: Any, approvals: int) -> None:
     request = f"""
-        INSERT INTO approvals_approvalrequest (id, run_id, step, kind, ask, workflow_name, workflow_version,
-            business_key, snapshot, snapshot_hash, approval_object, object_hash, revalidate, on_invalid,
+        INSERT INTO approvals_approvalrequest (id, run_id, step, visit, position, kind, ask, workflow_name,
+            workflow_version, business_key, snapshot, snapshot_hash, approval_object, object_hash, revalidate, on_invalid,
             on_expiry, approvers_required, approvals_count, status, expires_at, created_at, decided_at, reason)
-        SELECT gen_random_uuid(), r.id, 'approval', 'refund', 1, r.workflow_name, r.workflow_version,
+        SELECT gen_random_uuid(), r.id, 'approval', r.checkpoint_seq, 1, 'refund', 1, r.workflow_name,
+            r.workflow_version,
             r.business_key, jsonb_build_object('order_id', r.business_key, 'amount', '120.00'), md5(r.business_key),
             jsonb_build_object('action', 'refund', 'target', r.business_key, 'amount', '120.00', 'currency', 'EUR'),
             md5(r.id::text), '{__name__}:revalidate_unchanged', 'ask_again', 'fail', 1, %s, %s,
