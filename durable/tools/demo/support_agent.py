@@ -81,12 +81,13 @@ def think(ctx: Any, state: SupportState) -> Any:
 @support_agent.step(next=["think"], side_effects=["refund", "email"])
 def act(ctx: Any, state: SupportState) -> SupportState:
     calls = state.messages[-1].get("tool_calls") or []
-    answers = _look_up(ctx, state, [call for call in calls if _name(call) in LOOKUPS])
-    for call in calls:
-        if call["id"] not in answers:
-            answers[call["id"]] = _answered(state, lambda: _act(ctx, state, _name(call), _arguments(call)))
-    state.messages += [{"role": "tool", "tool_call_id": call["id"], "content": json.dumps(answers[call["id"]])}
-                       for call in calls]
+    # Answers by the call's place in the model's answer (ids are the model's: two calls may share one).
+    answers = _look_up(ctx, state, {n: call for n, call in enumerate(calls) if _name(call) in LOOKUPS})
+    for n, call in enumerate(calls):
+        if n not in answers:
+            answers[n] = _answered(state, lambda: _act(ctx, state, _name(call), _arguments(call)))
+    state.messages += [{"role": "tool", "tool_call_id": call.get("id"), "content": json.dumps(answers[n])}
+                       for n, call in enumerate(calls)]
     return state
 
 
@@ -134,21 +135,21 @@ def _answered(state: SupportState, tool: Any) -> dict[str, Any]:
         return {"error": str(error)}
 
 
-def _look_up(ctx: Any, state: SupportState, calls: list[dict[str, Any]]) -> dict[str, Any]:
+def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
     """The lookups the model asked for, made at once; each recorded under its own index, in the order asked."""
-    answers: dict[str, Any] = {}
-    allowed = []
-    for call in calls:
+    answers: dict[int, Any] = {}
+    allowed: list[int] = []
+    for n, call in calls.items():
         answer = _answered(state, lambda: {"order_id": _bound_order(state, _arguments(call))})
         if "error" in answer:
-            answers[call["id"]] = answer
+            answers[n] = answer
         else:
-            allowed.append(call)
-    results = ctx.parallel(*(ctx.call(f"tools.{_name(call)}", LOOKUPS[_name(call)], state.order_id)
-                             for call in allowed)) if allowed else []
-    for call, result in zip(allowed, results):
-        answers[call["id"]] = result
-        if _name(call) == "lookup_order":
+            allowed.append(n)
+    results = ctx.parallel(*(ctx.call(f"tools.{_name(calls[n])}", LOOKUPS[_name(calls[n])], state.order_id)
+                             for n in allowed)) if allowed else []
+    for n, result in zip(allowed, results):
+        answers[n] = result
+        if _name(calls[n]) == "lookup_order":
             state.order = result
     return answers
 
@@ -200,5 +201,6 @@ def _send_email(ctx: Any, state: SupportState, arguments: dict[str, Any]) -> dic
                                payload={"to": to, "message": f"{subject}\n\n{body}"})
     except OperationConflict:
         raise ToolError(f"an email with the subject {subject!r} was already sent with another text") from None
-    state.emails.append(sent)
+    if sent not in state.emails:  # an email asked for again in a later turn is the one already sent
+        state.emails.append(sent)
     return {"email_id": sent["external_ref"], "to": to, "status": sent.get("status")}

@@ -9,10 +9,12 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from durable import services
+from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
-from durable.tools.demo.support_agent import MAX_VISITS, support_agent
-from durable.tools.demo.support_model import ScriptedSupportModel
+from durable.tools.demo import support_agent as support_agent_module
+from durable.tools.demo.support_agent import MAX_VISITS
+from durable.tools.demo.support_model import ScriptedSupportModel, assistant, tool_call
 from tests.approvals.flow import decide
 from tests.conftest import make_user
 from tests.durable.claims import advance, make_retry_due
@@ -128,6 +130,10 @@ def test_a_refund_waits_for_approval_inside_the_loop_then_refunds_and_emails_onc
     assert run.output["refund_id"] == "re_1" and run.output["email_ids"] == [email["notification_id"]]
     assert run.output["tools_called"] == ["lookup_order", "past_tickets", "propose_refund", "send_email"]
     assert run.output["answer"].startswith("I refunded 89.90 EUR for order ORD-1004")
+    timeline = [entry.summary for entry in run_timeline(run)]
+    assert "parallel: tools.lookup_order #0, tools.past_tickets #1 started together (act #1)" in timeline
+    assert "activity llm.chat #0 recorded (think #4)" in timeline
+    assert "checkpoint #7: think done → answer (route think -> answer)" in timeline
 
 
 def test_a_rejected_refund_is_the_tools_answer_and_the_model_tells_the_customer(model_calls, sandbox, ann):
@@ -179,9 +185,50 @@ def test_a_lookup_failing_for_a_moment_retries_the_visit_reusing_the_lookup_that
     assert len(model_calls) == 2
 
 
-def test_the_step_budget_bounds_the_loop():
-    assert support_agent.max_visits == MAX_VISITS
-    assert support_agent.graph.routes("think") == ("act", "answer") and support_agent.graph.routes("act") == ("think",)
+class Script:
+    """A model that answers turn n with the n-th message given (the last one again once they run out)."""
+
+    name = "script"
+
+    def __init__(self, *turns: dict) -> None:
+        self.turns = turns
+
+    def chat(self, messages, tools):
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        return self.turns[min(turn, len(self.turns) - 1)]
+
+
+def scripted(monkeypatch, *turns: dict) -> None:
+    monkeypatch.setattr(support_agent_module, "support_model", lambda: Script(*turns))
+
+
+def test_a_refund_and_an_email_asked_for_again_in_later_turns_happen_once(sandbox, monkeypatch, ann):
+    email, other_text = {"subject": "Your refund", "body": "Done."}, {"subject": "Your refund", "body": "Done!"}
+    scripted(monkeypatch, assistant(calls=[tool_call("lookup_order", {"order_id": "ORD-1004"}, 1)]),
+             assistant(calls=[tool_call("propose_refund", {"order_id": "ORD-1004", "reason": "damaged"}, 2)]),
+             assistant(calls=[tool_call("propose_refund", {"order_id": "ORD-1004", "reason": "again"}, 3),
+                              tool_call("send_email", email, 3)]),
+             assistant(calls=[tool_call("send_email", email, 4), tool_call("send_email", other_text, 4)]),
+             assistant("All done."))
+    run = refunded(start(REFUND), ann)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    answers = tool_answers(run)
+    assert answers[2]["refund_id"] == answers[1]["refund_id"] == "re_1"  # the second ask got the first refund
+    assert answers[4] == answers[3] and answers[3]["email_id"] == "ntf-1"  # the same email: the one sent
+    assert answers[5] == {"error": "an email with the subject 'Your refund' was already sent with another text"}
+    assert ApprovalRequest.objects.filter(run=run).count() == 1
+    assert effects(sandbox, "payments") == 1 and effects(sandbox, "notifications") == 1
+    assert run.output["email_ids"] == ["ntf-1"]
+
+
+def test_a_model_that_never_stops_asking_for_tools_is_stopped_by_the_step_budget(sandbox, monkeypatch):
+    scripted(monkeypatch, assistant(calls=[tool_call("lookup_order", {"order_id": "ORD-1004"}, 1)]))
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.FAILED
+    assert (run.error["kind"], run.error["visits"], run.error["max_visits"]) == (
+        "step_budget_exhausted", MAX_VISITS, MAX_VISITS)
+    assert run.error["last_route"] == "act -> think"
+    assert sandbox.state.calls_snapshot()["orders"]["calls"] == MAX_VISITS // 2
 
 
 def test_the_agent_can_use_an_openai_compatible_endpoint_with_tools(sandbox, settings):
