@@ -12,6 +12,7 @@ from durable import services
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.tools.processes import WorkerProcess
 from durable.tools.demo import support_agent as support_agent_module
 from durable.tools.demo.support_agent import MAX_VISITS
 from durable.tools.demo.support_model import ScriptedSupportModel, assistant, tool_call
@@ -19,6 +20,7 @@ from tests.approvals.flow import decide
 from tests.conftest import make_user
 from tests.durable.claims import advance, make_retry_due
 from tests.durable.ledger_workflows import SimulatedCrash, crash_before_checkpoint, expire_lease
+from tests.waiting import status_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)  # on Postgres the step's write goes in flight
 
@@ -252,3 +254,43 @@ def test_an_unavailable_model_is_retried_by_durable_not_by_the_sdk(sandbox, sett
     assert sandbox.state.calls_snapshot()["llm"]["calls"] == 1  # the SDK's own retries are off
     make_retry_due(run)
     assert advance(run).status == RunStatus.SUCCEEDED
+
+
+# -- A real worker killed mid-loop -------------------------------------------------------------------------------
+
+FAST_LEASE = {"DURABLE_LEASE_SECONDS": "2", "DURABLE_SWEEP_SECONDS": "1", "DURABLE_PENDING_GRACE_SECONDS": "1"}
+
+
+@pytest.mark.worker
+def test_a_worker_killed_mid_loop_after_the_refund_leaves_one_refund_and_asks_no_finished_visit_again(
+        sandbox, own_queue, worker_log_dir, ann):
+    # The workers ask the sandbox's chat endpoint, which answers as the scripted model and counts every call.
+    model = {"DURABLE_LLM_BASE_URL": sandbox.url + "/v1", "DURABLE_LLM_MODEL": "sandbox-model", **FAST_LEASE}
+
+    def llm_calls() -> int:
+        return sandbox.state.calls_snapshot()["llm"]["calls"]
+
+    doomed = WorkerProcess(env=model, log_path=worker_log_dir / "support-doomed.log", name="support-doomed").start()
+    try:
+        run = start(REFUND)
+        wait_for(lambda: status_of(run.id) == RunStatus.WAITING_APPROVAL, what="act #2 to ask for the refund")
+        assert llm_calls() == 2
+        sandbox.state.arm_fault("llm", "slow")  # think #3's call answers only after the worker is gone
+        decide(ApprovalRequest.objects.get(run=run, status="PENDING"), ann)
+        wait_for(lambda: llm_calls() == 3, what="the refund, then think #3 to ask the model")
+        doomed.kill()
+    finally:
+        doomed.stop()
+    assert effects(sandbox, "payments") == 1
+
+    with WorkerProcess(env=model, beat=True, log_path=worker_log_dir / "support-rescuer.log", name="support-rescuer"):
+        wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what="the rescued run to answer", timeout=60)
+
+    run.refresh_from_db()
+    # think #1 and #2 finished before the kill and were not asked again; think #3 was cut short and asked
+    # again; think #4 asked once.
+    assert llm_calls() == 5
+    assert list(JournalEntry.objects.filter(run=run, name="llm.chat").order_by("visit").values_list("visit", flat=True)
+                ) == [0, 2, 4, 6]
+    assert effects(sandbox, "payments") == 1 and effects(sandbox, "notifications") == 1
+    assert run.output["refund_id"] == "re_1" and run.output["answer"].startswith("I refunded 89.90 EUR")
