@@ -17,6 +17,8 @@ output lists it for the operator.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -80,12 +82,37 @@ def think(ctx: Any, state: SupportState) -> Any:
 
 @support_agent.step(next=["think"], side_effects=["refund", "email"])
 def act(ctx: Any, state: SupportState) -> SupportState:
+    # The approval and the side effects are called here, in the step's own body, where the launch checks read
+    # them (durable/engine/step_source.py); the helpers below only parse, bind and shape.
     calls = state.messages[-1].get("tool_calls") or []
     # Answers by the call's place in the model's answer (ids are the model's: two calls may share one).
     answers = _look_up(ctx, state, {n: call for n, call in enumerate(calls) if _name(call) in LOOKUPS})
     for n, call in enumerate(calls):
-        if n not in answers:
-            answers[n] = _answered(state, lambda: _act(ctx, state, _name(call), _arguments(call)))
+        if n in answers:
+            continue
+        with _told_to_the_model(state, answers, n):
+            name, arguments = _name(call), _arguments(call)
+            if name == "propose_refund":
+                order_id = _bound_order(state, arguments)
+                if state.refund is None:  # asked again in a later turn: the refund already made is the answer
+                    approved = ctx.request_approval(
+                        "refund", snapshot=lambda: refund_facts(order_id), approve=refund_to_approve,
+                        revalidate=revalidate_refund, expires_in=timedelta(days=3), on_invalid="ask_again",
+                        on_expiry="fail", approvers=refund_approvers)["object"]
+                    # Exactly what was approved, to the order approved: nothing of it from the model.
+                    state.refund = ctx.side_effect("refund", business_key=state.order_id,
+                                                   downstream=downstreams.payments, payload={
+                        "order_id": approved["target"], "amount": approved["amount"], "currency": approved["currency"]})
+                answers[n] = _refunded(state.refund)
+            elif name == "send_email":
+                to, subject, message = _email(state, arguments)
+                # One email per subject: the same email asked again is the one sent (a duplicate prevented).
+                sent = ctx.side_effect("email", business_key=f"{state.order_id}:email:{digest(subject)}",
+                                       downstream=downstreams.notifications, payload={"to": to, "message": message})
+                answers[n] = _emailed(state, sent)
+            else:
+                raise ToolError(f"there is no tool {name!r}; the tools are "
+                                f"{', '.join(tool['function']['name'] for tool in TOOLS)}")
     state.messages += [{"role": "tool", "tool_call_id": call.get("id"), "content": json.dumps(answers[n])}
                        for n, call in enumerate(calls)]
     return state
@@ -124,15 +151,25 @@ def _arguments(call: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def _answered(state: SupportState, tool: Any) -> dict[str, Any]:
-    """The tool's answer, or its refusal as the answer (a refusal of the model's choice is kept for the operator)."""
+@contextmanager
+def _told_to_the_model(state: SupportState, answers: dict[int, Any], n: int) -> Iterator[None]:
+    """A tool call refused or failed for a reason the model can act on: the reason is the call's answer.
+
+    A refusal of what the model chose (an order not the run's) is kept for the operator too; a refund a
+    human rejected and an email asked again with another text are the model's to tell the customer."""
     try:
-        return tool()
+        yield
     except UntrustedOutputRefused as refused:
         state.refused.append(str(refused))
-        return {"error": str(refused)}
+        answers[n] = {"error": str(refused)}
     except ToolError as error:
-        return {"error": str(error)}
+        answers[n] = {"error": str(error)}
+    except OperationConflict:
+        answers[n] = {"error": "this was already done once with another text or amount; it was not done again"}
+    except NonRetryableError as error:
+        if error.kind != "approval_rejected":
+            raise
+        answers[n] = {"error": f"a human rejected the refund: {error}"}
 
 
 def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
@@ -140,10 +177,8 @@ def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) ->
     answers: dict[int, Any] = {}
     allowed: list[int] = []
     for n, call in calls.items():
-        answer = _answered(state, lambda: {"order_id": _bound_order(state, _arguments(call))})
-        if "error" in answer:
-            answers[n] = answer
-        else:
+        with _told_to_the_model(state, answers, n):
+            _bound_order(state, _arguments(call))
             allowed.append(n)
     results = ctx.parallel(*(ctx.call(f"tools.{_name(calls[n])}", LOOKUPS[_name(calls[n])], state.order_id)
                              for n in allowed)) if allowed else []
@@ -159,48 +194,21 @@ def _bound_order(state: SupportState, arguments: dict[str, Any]) -> str:
     return bound_to_run(arguments.get("order_id"), expected=state.order_id, what="order", source="the model")
 
 
-def _act(ctx: Any, state: SupportState, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    if name == "propose_refund":
-        return _propose_refund(ctx, state, arguments)
-    if name == "send_email":
-        return _send_email(ctx, state, arguments)
-    raise ToolError(f"there is no tool {name!r}; the tools are {', '.join(t['function']['name'] for t in TOOLS)}")
+def _refunded(refund: dict[str, Any] | None) -> dict[str, Any]:
+    return {key: (refund or {}).get(key) for key in ("refund_id", "order_id", "amount", "currency", "status")}
 
 
-def _propose_refund(ctx: Any, state: SupportState, arguments: dict[str, Any]) -> dict[str, Any]:
-    order_id = _bound_order(state, arguments)
-    if state.refund is None:
-        try:
-            approval = ctx.request_approval(
-                "refund", snapshot=lambda: refund_facts(order_id), approve=refund_to_approve,
-                revalidate=revalidate_refund, expires_in=timedelta(days=3), on_invalid="ask_again",
-                on_expiry="fail", approvers=refund_approvers)
-        except NonRetryableError as error:
-            if error.kind != "approval_rejected":
-                raise
-            raise ToolError(f"a human rejected the refund: {error}") from None
-        approved = approval["object"]  # refund exactly what was approved, to the order approved: nothing from the model
-        state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=downstreams.payments,
-                                       payload={"order_id": approved["target"], "amount": approved["amount"],
-                                                "currency": approved["currency"]})
-    refund = state.refund
-    return {key: refund.get(key) for key in ("refund_id", "order_id", "amount", "currency", "status")}
-
-
-def _send_email(ctx: Any, state: SupportState, arguments: dict[str, Any]) -> dict[str, Any]:
+def _email(state: SupportState, arguments: dict[str, Any]) -> tuple[str, str, str]:
+    """To whom (the order's customer, never an address the model wrote), the subject and the message."""
     subject, body = str(arguments.get("subject") or ""), str(arguments.get("body") or "")
     if not subject or not body:
         raise ToolError("send_email needs a subject and a body")
     if state.order is None:
         raise ToolError("look the order up first: the email goes to the customer who placed it")
-    to = state.order["customer"]  # never an address the model wrote
-    try:
-        # One email per subject: the same email asked again is the one sent (a duplicate prevented).
-        sent = ctx.side_effect("email", business_key=f"{state.order_id}:email:{digest(subject)}",
-                               downstream=downstreams.notifications,
-                               payload={"to": to, "message": f"{subject}\n\n{body}"})
-    except OperationConflict:
-        raise ToolError(f"an email with the subject {subject!r} was already sent with another text") from None
+    return state.order["customer"], subject, f"{subject}\n\n{body}"
+
+
+def _emailed(state: SupportState, sent: dict[str, Any]) -> dict[str, Any]:
     if sent not in state.emails:  # an email asked for again in a later turn is the one already sent
         state.emails.append(sent)
-    return {"email_id": sent["external_ref"], "to": to, "status": sent.get("status")}
+    return {"email_id": sent["external_ref"], "to": sent.get("to"), "status": sent.get("status")}

@@ -217,7 +217,7 @@ def test_a_refund_and_an_email_asked_for_again_in_later_turns_happen_once(sandbo
     answers = tool_answers(run)
     assert answers[2]["refund_id"] == answers[1]["refund_id"] == "re_1"  # the second ask got the first refund
     assert answers[4] == answers[3] and answers[3]["email_id"] == "ntf-1"  # the same email: the one sent
-    assert answers[5] == {"error": "an email with the subject 'Your refund' was already sent with another text"}
+    assert answers[5] == {"error": "this was already done once with another text or amount; it was not done again"}
     assert ApprovalRequest.objects.filter(run=run).count() == 1
     assert effects(sandbox, "payments") == 1 and effects(sandbox, "notifications") == 1
     assert run.output["email_ids"] == ["ntf-1"]
