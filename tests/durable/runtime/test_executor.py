@@ -88,12 +88,34 @@ def test_retryable_error_waits_with_backoff_then_succeeds(calls_file):
     assert run.status == RunStatus.WAITING_RETRY and run.attempt == 1
     assert 0.04 <= outcome.retry_in <= 0.06
     assert run.error["kind"] == "transient" and run.error["retryable"] is True
-    assert executor.advance(run.id).claimed is False  # not due yet
+    # Not due yet: pushed an hour on, so a loaded machine's pause after the 50 ms backoff cannot make it due.
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now() + timedelta(hours=1))
+    assert executor.advance(run.id).claimed is False
     Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
     executor.advance(run.id)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
     assert calls_in(calls_file) == ["a1", "a2", "fail-1", "a3", "a4"]  # a2 recorded once, reused on retry
+    assert JournalEntry.objects.filter(run=run, kind="retry_scheduled").count() == 1
+
+
+def test_a_run_that_succeeds_after_a_retry_has_no_error_and_its_timeline_keeps_the_retrys(calls_file):
+    run = start(calls_file, fail_times=1)
+    executor.advance(run.id)
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
+    executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and run.error is None
+    [retry] = JournalEntry.objects.filter(run=run, kind="retry_scheduled")
+    assert retry.detail["error"]["kind"] == "transient"
+
+
+def test_a_cancelled_run_has_no_error_and_its_timeline_keeps_the_retrys(calls_file):
+    run = start(calls_file, fail_times=1)
+    executor.advance(run.id)
+    services.cancel_run(run_id=run.id, user=None, source="test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and run.error is None
     assert JournalEntry.objects.filter(run=run, kind="retry_scheduled").count() == 1
 
 
