@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from durable.conf import durable_settings
 from durable.tools.demo.support_model import ScriptedSupportModel
@@ -61,11 +61,12 @@ class OpenAICompatibleModel:
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         """One turn of a tool-calling conversation: the assistant's message, with its `tool_calls` if it asked
         for tools, as JSON (it is recorded as the activity's result)."""
-        completion = self._client.chat.completions.create(model=self.name, messages=messages, tools=tools)
+        # The conversation is kept as the JSON it is recorded in; the SDK's TypedDicts describe the same shapes.
+        completion = self._client.chat.completions.create(model=self.name, messages=cast(Any, messages),
+                                                          tools=cast(Any, tools))
         message = completion.choices[0].message
-        calls = [{"id": call.id, "type": "function",
-                  "function": {"name": call.function.name, "arguments": call.function.arguments}}
-                 for call in message.tool_calls or ()]
+        calls = [{"id": call.id, "type": "function", "function": {"name": fn.name, "arguments": fn.arguments}}
+                 for call in message.tool_calls or () if (fn := getattr(call, "function", None)) is not None]
         return {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})}
 
 
