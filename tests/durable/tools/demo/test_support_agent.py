@@ -3,6 +3,7 @@
 Each scenario is chosen by the customer's message: a question (lookups, then an answer), a refund (lookups, a
 refund a human approves, an email, an answer) and a prompt injection asking to refund another order (refused).
 """
+import html
 import json
 
 import pytest
@@ -12,13 +13,15 @@ from durable import services
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
-from durable.tools.processes import WorkerProcess
+from durable.permissions import CONTENTS_PERMISSIONS
 from durable.tools.demo import support_agent as support_agent_module
 from durable.tools.demo.support_agent import MAX_VISITS
 from durable.tools.demo.support_model import ScriptedSupportModel, assistant, tool_call
+from durable.tools.processes import WorkerProcess
 from tests.approvals.flow import decide
 from tests.conftest import make_user
 from tests.durable.claims import advance, make_retry_due
+from tests.durable.console.screens import VIEW, client_for, detail_url
 from tests.durable.ledger_workflows import SimulatedCrash, crash_before_checkpoint, expire_lease
 from tests.waiting import status_of, wait_for
 
@@ -158,6 +161,9 @@ def test_a_prompt_injection_naming_another_order_is_refused_and_the_operator_see
     assert not ApprovalRequest.objects.filter(run=run).exists()  # nobody was asked to refund ORD-1002
     assert sandbox.state.list_refunds() == []
     assert "ORD-1002" not in sandbox.state.calls_snapshot()["orders"]["calls_by_business_key"]
+    operator = client_for(make_user("viewer", VIEW, *CONTENTS_PERMISSIONS))
+    page = html.unescape(operator.get(detail_url(run)).content.decode())
+    assert "refused" in page and "the model proposed order 'ORD-1002'" in page  # on the run's page
 
 
 def test_a_visit_re_executed_after_a_crash_mid_loop_does_not_ask_the_model_again(model_calls, sandbox, monkeypatch):
