@@ -114,10 +114,10 @@ SETTINGS: dict[str, Setting] = {
                                             "fail to renew it."),
     "DURABLE_SANDBOX_URL": Setting("http://127.0.0.1:8765", "url", "Where the demo's sandbox downstreams "
                                    "answer."),
-    "DURABLE_LLM_BASE_URL": Setting("", "url", "An OpenAI-compatible endpoint for the demo's planner; empty: "
-                                    "its deterministic planner."),
+    "DURABLE_LLM_BASE_URL": Setting("", "url", "An OpenAI-compatible endpoint for the demo's models (the "
+                                    "claims agent's planner, the support agent); empty: their scripted models."),
     "DURABLE_LLM_API_KEY": Setting("", "text", "The API key for DURABLE_LLM_BASE_URL."),
-    "DURABLE_LLM_MODEL": Setting("gpt-4o-mini", "text", "The model the demo's planner asks for."),
+    "DURABLE_LLM_MODEL": Setting("gpt-4o-mini", "text", "The model the demo's agents ask for."),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}

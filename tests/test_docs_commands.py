@@ -89,18 +89,33 @@ def test_the_readme_shows_the_demo_commands_as_bin_demo_prints_them():
     assert f"{commands.token_command('<the token bin/demo printed>')}\n" in README
     for order_id in commands.CLAIMS:
         assert f"{commands.start_command(DEMO_URL, order_id)}\n" in README, order_id
+    for order_id in set(commands.SUPPORT) - {commands.SUPPORT_EXAMPLE}:
+        assert f"{commands.support_command(DEMO_URL, order_id)}\n" in README, order_id
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("order_id", list(commands.CLAIMS))
 def test_each_ready_demo_command_starts_a_run_that_waits_for_approval(demo, order_id):
+    run = started_by(commands.start_command(DEMO_URL, order_id))
+    assert run.business_key == order_id and run.status == RunStatus.WAITING_APPROVAL
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("order_id,status", [("ORD-1003", RunStatus.SUCCEEDED), ("ORD-1001", RunStatus.SUCCEEDED),
+                                             ("ORD-1004", RunStatus.WAITING_APPROVAL)])
+def test_each_support_agent_command_starts_a_run_that_answers_or_asks_for_its_refund(demo, order_id, status):
+    run = started_by(commands.support_command(DEMO_URL, order_id))
+    assert (run.workflow_name, run.business_key, run.status) == ("support-agent", order_id, status), run.error
+    assert run.status != RunStatus.SUCCEEDED or run.output["refund_id"] is None  # a question; an injection refused
+
+
+def started_by(command: str) -> Run:
+    """The run a ready command starts, POSTed as curl would with intake's token, advanced in this process."""
     people = ensure_demo_people()
-    words = shlex.split(commands.start_command(DEMO_URL, order_id).replace(f"${commands.TOKEN_VARIABLE}",
-                                                                           people.intake_token))
+    words = shlex.split(command.replace(f"${commands.TOKEN_VARIABLE}", people.intake_token))
     headers = dict(words[i + 1].split(": ", 1) for i, word in enumerate(words) if word == "-H")
     body = words[words.index("-d") + 1]
     response = Client().post(urlsplit(words[words.index("-X") + 2]).path, body, content_type=headers["Content-Type"],
                              HTTP_AUTHORIZATION=headers["Authorization"])
     assert response.status_code == 201, response.content
-    run = advance(Run.objects.get(id=response.json()["id"]))
-    assert run.business_key == order_id and run.status == RunStatus.WAITING_APPROVAL
+    return advance(Run.objects.get(id=response.json()["id"]))

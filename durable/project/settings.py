@@ -306,7 +306,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # durable's own settings: every one has its default in durable/conf.py (docs/configuration.md);
 # this project sets only what it changes, and takes any of them from an environment variable
 # of the same name (DURABLE_LEASE_SECONDS=120). DURABLE_QUEUE names the Celery queue above.
-DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent"]
+DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent"]
 
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:

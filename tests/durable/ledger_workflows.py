@@ -112,6 +112,26 @@ def crash_at(monkeypatch: Any, point: str, action: str) -> None:
     monkeypatch.setattr(side_effects, "fault_point", fault_point)
 
 
+def crash_before_checkpoint(monkeypatch: Any, seq: int) -> None:
+    """Make the worker 'die' once as the visit that started from checkpoint `seq` writes its checkpoint: what
+    the visit recorded (its activities) is kept, its checkpoint is not, so the visit is re-executed."""
+    from django.db import connection
+
+    from durable.store import base, postgres
+
+    store = postgres.PostgresRunStore if connection.vendor == "postgresql" else base.RunStore
+    original, fired = store.commit_step, []
+
+    def commit_step(self: Any, lease: Any, *args: Any) -> Any:
+        if lease.seq == seq and not fired:
+            fired.append(seq)
+            raise SimulatedCrash(f"worker killed before the checkpoint of the visit from checkpoint #{seq}")
+        return original(self, lease, *args)
+
+    monkeypatch.setattr(base.RunStore, "commit_step", commit_step)
+    monkeypatch.setattr(postgres.PostgresRunStore, "commit_step", commit_step)
+
+
 def expire_lease(run: Run) -> None:
     """The crashed worker's lease runs out, so another worker (or the sweeper) may take the run."""
     Run.objects.filter(id=run.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))

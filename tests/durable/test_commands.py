@@ -23,7 +23,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_approvals(tmp_path):
+def test_demo_launcher_starts_everything_and_a_claims_run_and_the_support_agent_complete_after_approvals(
+        tmp_path):
     port, sandbox_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "PROMETHEUS_MULTIPROC_DIR"}}
@@ -57,7 +58,14 @@ def test_demo_launcher_starts_everything_and_a_claims_run_completes_after_two_ap
                     assert "ORD-1002" in browser.get("/runs/").text  # the console lists the run
                     approve_pending(browser, "ORD-1002")
             run = wait_for_status(intake, started.json()["url"], "SUCCEEDED")
+            # The example support-agent run: its tool-calling loop asked for a refund, which waits for approval.
+            [support] = intake.get("/api/runs/", params={"workflow": "support-agent"}).json()["results"]
+            wait_for_status(intake, support["url"], "WAITING_APPROVAL")
+            with closing(logged_in(base, "operator")) as browser:
+                approve_pending(browser, "ORD-1004")
+            answered = wait_for_status(intake, support["url"], "SUCCEEDED")
         assert run["output"]["proposed_refund"]["amount"] == "1450.00" and run["output"]["refund_id"]
+        assert answered["output"]["refund_id"] and answered["output"]["answer"].startswith("I refunded 89.90 EUR")
     finally:
         demo.terminate()
         demo.wait(30)

@@ -22,14 +22,24 @@ def _client() -> httpx.Client:
     )
 
 
-def get_order(order_id: str) -> dict[str, Any]:
-    """Read an order. 404 is a business answer (no such order), not a transient failure."""
+def _read_order(order_id: str, path: str = "") -> dict[str, Any]:
+    """GET /orders/<id><path>. 404 is a business answer (no such order), not a transient failure."""
     with _client() as client:
-        response = client.get(f"/orders/{order_id}")
+        response = client.get(f"/orders/{order_id}{path}")
     if response.status_code == 404:
         raise NonRetryableError(f"order {order_id} does not exist", kind="business_rejection")
     response.raise_for_status()  # 429/5xx become HTTPStatusError, classified retryable
     return response.json()
+
+
+def get_order(order_id: str) -> dict[str, Any]:
+    """Read an order."""
+    return _read_order(order_id)
+
+
+def customer_tickets(order_id: str) -> dict[str, Any]:
+    """The tickets of the customer who placed the order, across their orders: {"customer": ..., "tickets": [...]}."""
+    return _read_order(order_id, "/tickets")
 
 
 def _post(path: str, operation_id: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The planner's language model: a deterministic scripted model, or an OpenAI-compatible endpoint."""
+"""The demo's language models: deterministic scripted models, or an OpenAI-compatible endpoint."""
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from durable.conf import durable_settings
+from durable.tools.demo.support_model import ScriptedSupportModel
 
 
 ORDER_ID = re.compile(r"\bORD-\d+\b")
@@ -57,11 +58,37 @@ class OpenAICompatibleModel:
         plan = json.loads(completion.choices[0].message.content or "{}")
         return {"intent": plan.get("intent"), "order_id": plan.get("order_id"), "reason": plan.get("reason", "")}
 
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """One turn of a tool-calling conversation: the assistant's message, with its `tool_calls` if it asked
+        for tools, as JSON (it is recorded as the activity's result)."""
+        # The conversation is kept as the JSON it is recorded in; the SDK's TypedDicts describe the same shapes.
+        completion = self._client.chat.completions.create(model=self.name, messages=cast(Any, messages),
+                                                          tools=cast(Any, tools))
+        message = completion.choices[0].message
+        calls = [{"id": call.id, "type": "function", "function": {"name": fn.name, "arguments": fn.arguments}}
+                 for call in message.tool_calls or () if (fn := getattr(call, "function", None)) is not None]
+        return {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})}
+
+
+class SupportModel(Protocol):
+    name: str
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+def _endpoint_model() -> OpenAICompatibleModel | None:
+    if not durable_settings.DURABLE_LLM_BASE_URL:
+        return None
+    return OpenAICompatibleModel(
+        base_url=durable_settings.DURABLE_LLM_BASE_URL, api_key=durable_settings.DURABLE_LLM_API_KEY,
+        model=durable_settings.DURABLE_LLM_MODEL, timeout=durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS,
+    )
+
 
 def planner_model() -> PlannerModel:
-    if durable_settings.DURABLE_LLM_BASE_URL:
-        return OpenAICompatibleModel(
-            base_url=durable_settings.DURABLE_LLM_BASE_URL, api_key=durable_settings.DURABLE_LLM_API_KEY,
-            model=durable_settings.DURABLE_LLM_MODEL, timeout=durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS,
-        )
-    return ScriptedModel()
+    return _endpoint_model() or ScriptedModel()
+
+
+def support_model() -> SupportModel:
+    """The support agent's model: the endpoint when DURABLE_LLM_BASE_URL is set, else the scripted one."""
+    return _endpoint_model() or ScriptedSupportModel()

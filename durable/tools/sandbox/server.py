@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from durable.tools.demo.support_model import ScriptedSupportModel
 from durable.tools.sandbox.state import SandboxError, SandboxState, require_text
 
 MAX_BODY_BYTES = 1_000_000
@@ -102,6 +103,14 @@ def list_tickets(call: Call) -> Reply:
     return Reply(200, {"tickets": call.state.tickets_for(business_key)})
 
 
+def customer_tickets(call: Call) -> Reply:
+    found = call.state.customer_tickets(call.params["order_id"])
+    if found is None:
+        return Reply(404, {"error": "order not found"})
+    customer, tickets = found
+    return Reply(200, {"customer": customer, "tickets": tickets})
+
+
 def create_notification(call: Call) -> Reply:
     notification = call.state.create_notification(call.idempotency_key, call.json())
     return Reply(201, notification)
@@ -136,9 +145,12 @@ def chat_completion(call: Call) -> Reply:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise SandboxError(400, "messages must be a non-empty list")
-    content = json.dumps(
-        {"intent": "refund", "order_id": _order_id_in_messages(messages), "reason": "customer requests a refund"}
-    )
+    if body.get("tools"):  # a tool-calling conversation: the support agent's scripted model answers it
+        message = ScriptedSupportModel().chat([m for m in messages if isinstance(m, dict)], body["tools"])
+    else:
+        message = {"role": "assistant", "content": json.dumps(
+            {"intent": "refund", "order_id": _order_id_in_messages(messages), "reason": "customer requests a refund"})}
+    content = message.get("content") or json.dumps(message.get("tool_calls"))
     prompt_tokens = sum(len(_message_text(m).split()) for m in messages if isinstance(m, dict))
     completion_tokens = len(content.split())
     return Reply(
@@ -151,8 +163,8 @@ def chat_completion(call: Call) -> Reply:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
                 }
             ],
             "usage": {
@@ -229,6 +241,7 @@ def _route(method: str, path: str, handler: Callable[[Call], Reply], service: st
 
 ROUTES: tuple[Route, ...] = (
     _route("GET", "/orders/{order_id}", get_order, "orders", lambda c: c.params["order_id"]),
+    _route("GET", "/orders/{order_id}/tickets", customer_tickets, "tickets", lambda c: c.params["order_id"]),
     _route("POST", "/payments/refunds", create_refund, "payments", lambda c: c.body_field("order_id")),
     _route("POST", "/tickets", create_ticket, "tickets", lambda c: c.body_field("business_key")),
     _route("GET", "/tickets", list_tickets, "tickets", lambda c: c.query_value("business_key")),

@@ -19,6 +19,8 @@ SEED_ORDERS: tuple[dict[str, str], ...] = (
     {"order_id": "ORD-1001", "customer": "Ada Lovelace", "amount": "120.00", "currency": "EUR"},
     {"order_id": "ORD-1002", "customer": "Grace Hopper", "amount": "1450.00", "currency": "EUR"},
     {"order_id": "ORD-1003", "customer": "Alan Turing", "amount": "35.50", "currency": "EUR"},
+    # The support agent's demo order (durable/tools/demo/support_agent.py): on its way, not yet delivered.
+    {"order_id": "ORD-1004", "customer": "Barbara Liskov", "amount": "89.90", "currency": "EUR", "status": "shipped"},
 )
 
 _CENTS = Decimal("0.01")
@@ -214,6 +216,15 @@ class SandboxState:
         """All tickets opened for a business key, oldest first (creation order)."""
         with self._lock:
             return [dict(t) for t in self._tickets if t["business_key"] == business_key]
+
+    def customer_tickets(self, order_id: str) -> tuple[str, list[dict[str, Any]]] | None:
+        """The customer who placed an order and their tickets across all their orders, oldest first; None: no order."""
+        with self._lock:
+            order = self._orders.get(order_id)
+            if order is None:
+                return None
+            theirs = {o["order_id"] for o in self._orders.values() if o["customer"] == order["customer"]}
+            return order["customer"], [dict(t) for t in self._tickets if t["business_key"] in theirs]
 
     # -- notifications --------------------------------------------------
 

@@ -5,16 +5,13 @@ import threading
 
 import pytest
 
-from django.db import connection
-
 from durable import ParallelCallsFailed, RetryableError, services
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.runtime import executor, parallel
-from durable.store import base, postgres
 from tests.durable.claims import advance, make_retry_due
-from tests.durable.ledger_workflows import expire_lease, probe
+from tests.durable.ledger_workflows import SimulatedCrash, crash_before_checkpoint, expire_lease, probe
 from tests.durable.metered import counting
 from tests.durable.visit_workflows import started_calls
 from tests.durable.workflows import calls_in
@@ -56,17 +53,7 @@ def test_each_visit_of_a_looping_step_asks_afresh_and_knows_which_visit_it_is(tm
 def test_a_visit_run_again_after_a_crash_reuses_its_own_record_while_the_next_visit_asks_again(tmp_path, monkeypatch):
     calls = tmp_path / "calls"
     run = start("test-visit-loop", calls_file=str(calls), rounds=2)
-    crashed = []
-    original = postgres.PostgresRunStore.commit_step if connection.vendor == "postgresql" else base.RunStore.commit_step
-
-    def crash_once_after_the_second_visit_recorded(self, lease, step, next_step, state, schema_version):
-        if lease.seq == 1 and not crashed:  # visit #2 recorded its call, then the worker dies
-            crashed.append(lease.seq)
-            raise SimulatedCrash()
-        return original(self, lease, step, next_step, state, schema_version)
-
-    monkeypatch.setattr(base.RunStore, "commit_step", crash_once_after_the_second_visit_recorded)
-    monkeypatch.setattr(postgres.PostgresRunStore, "commit_step", crash_once_after_the_second_visit_recorded)
+    crash_before_checkpoint(monkeypatch, 1)  # visit #2 recorded its call, then the worker dies
     with pytest.raises(SimulatedCrash):
         advance(run)
     expire_lease(run)
@@ -76,10 +63,6 @@ def test_a_visit_run_again_after_a_crash_reuses_its_own_record_while_the_next_vi
     assert run.output["visits"] == [[0, 1], [1, 2]]
     reused = JournalEntry.objects.get(run=run, kind=JournalEntry.Kind.ACTIVITY_REUSED)
     assert (reused.step, reused.visit) == ("act", 1)
-
-
-class SimulatedCrash(BaseException):
-    """Escapes the executor like a SIGKILL would: nothing after it runs."""
 
 
 def test_a_result_recorded_before_visits_existed_is_reused_by_the_visit_the_run_resumes_with(tmp_path):

@@ -26,7 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--sandbox-port", type=int, default=8765)
-        parser.add_argument("--no-example-run", action="store_true", help="don't start an example claims-agent run")
+        parser.add_argument("--no-example-run", action="store_true",
+                            help="don't start the example claims-agent and support-agent runs")
 
     def handle(self, *args: Any, host: str, port: int, sandbox_port: int, no_example_run: bool, **_: Any) -> None:
         call_command("migrate", verbosity=0, interactive=False)
@@ -46,6 +47,9 @@ class Command(BaseCommand):
             if not no_example_run:
                 services.start_run(workflow="claims-agent", business_key="ORD-1001", user=people.intake,
                                    input={"order_id": "ORD-1001", "customer_message": "Please refund ORD-1001, it arrived broken."})
+                support = commands.support_body(commands.SUPPORT_EXAMPLE)  # a tool-calling loop that asks for a refund
+                services.start_run(workflow=support["workflow"], business_key=support["business_key"],
+                                   user=people.intake, input=support["input"])
             self._announce(host, port, people.intake_token, logs)
             self._wait(children, worker)
         finally:
@@ -64,12 +68,16 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"\ndurable is running at {url}"))
         self.stdout.write(f"  log in as:   {DEMO_USERNAME} / {DEMO_PASSWORD}  (second approver: "
                           f"{REVIEWER_USERNAME} / {DEMO_PASSWORD})")
-        self.stdout.write(f"  approvals:   {url}approvals/  (the example run waits there for your approval)")
+        self.stdout.write(f"  approvals:   {url}approvals/  (the example runs, claims-agent and support-agent, wait "
+                          "there for your approval)")
         self.stdout.write(f"  API token:   {token}  (the intake service: starts runs, cannot approve them)")
         self.stdout.write("  start runs:  paste these lines into a shell (the README's walkthrough uses them)")
         self.stdout.write(f"    {commands.token_command(token)}")
         for order_id in commands.CLAIMS:
             self.stdout.write(f"    {commands.start_command(url, order_id)}")
+        for order_id in commands.SUPPORT:
+            if order_id != commands.SUPPORT_EXAMPLE:
+                self.stdout.write(f"    {commands.support_command(url, order_id)}")
         self.stdout.write(f"  logs:        {logs}/  (Ctrl-C stops everything)\n")
 
     def _wait(self, children: list[subprocess.Popen[bytes]], worker: WorkerProcess) -> None:

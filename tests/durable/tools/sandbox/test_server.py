@@ -138,6 +138,16 @@ def test_order_lookups_are_counted_by_business_key(client: httpx.Client) -> None
     assert orders["effects"] == 0
 
 
+def test_a_customers_tickets_are_found_across_their_orders(client: httpx.Client) -> None:
+    client.post("/_control/orders", json={"order_id": "ORD-0998", "customer": "Barbara Liskov", "amount": "10"})
+    client.post("/tickets", json={"business_key": "ORD-0998", "subject": "late"})
+    client.post("/tickets", json={"business_key": "ORD-1001", "subject": "another customer's"})
+    found = client.get("/orders/ORD-1004/tickets").json()
+    assert found["customer"] == "Barbara Liskov" and [t["subject"] for t in found["tickets"]] == ["late"]
+    assert client.get("/orders/ORD-9999/tickets").status_code == 404
+    assert calls(client)["tickets"]["calls_by_business_key"]["ORD-1004"] == 1
+
+
 def test_control_orders_upserts_partial_and_new_orders(client: httpx.Client) -> None:
     changed = client.post("/_control/orders", json={"order_id": "ORD-1001", "amount": 80, "refunded_amount": "20"})
     assert changed.status_code == 200
@@ -474,6 +484,25 @@ def test_llm_order_id_is_null_without_an_order_in_the_last_user_message(client: 
     ]})
     assert response.status_code == 200
     assert json.loads(response.json()["choices"][0]["message"]["content"])["order_id"] is None
+
+
+def test_llm_endpoint_answers_a_tool_calling_request_with_tool_calls_then_an_answer(server: SandboxServer) -> None:
+    openai = pytest.importorskip("openai")
+    from durable.tools.demo.support_model import TOOLS
+
+    llm = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+    messages: list[dict] = [{"role": "user", "content": "Where is my order ORD-1004?"}]
+    asked = llm.chat.completions.create(model="m", messages=messages, tools=TOOLS).choices[0]
+    assert asked.finish_reason == "tool_calls" and asked.message.content is None
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in asked.message.tool_calls]
+    assert calls == [("lookup_order", {"order_id": "ORD-1004"}), ("past_tickets", {"order_id": "ORD-1004"})]
+    messages.append(asked.message.model_dump(exclude_none=True))
+    messages += [{"role": "tool", "tool_call_id": c.id, "content": json.dumps(answer)} for c, answer in zip(
+        asked.message.tool_calls, [server.state.get_order("ORD-1004"), {"customer": "Barbara Liskov", "tickets": []}])]
+    answered = llm.chat.completions.create(model="m", messages=messages, tools=TOOLS).choices[0]
+    assert answered.finish_reason == "stop" and not answered.message.tool_calls
+    assert answered.message.content.startswith("Your order ORD-1004 (89.90 EUR) is shipped.")
+    assert server.state.calls_snapshot()["llm"]["calls_by_business_key"] == {"ORD-1004": 2}
 
 
 def test_llm_faults_surface_as_openai_errors(server: SandboxServer) -> None:

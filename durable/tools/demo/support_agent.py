@@ -1,0 +1,214 @@
+"""support-agent: a tool-calling loop, in the chat-completions format, with its model's output untrusted.
+
+think -> act -> think -> ... -> answer. `think` asks the model once per visit (an activity) and goes to `act`
+when the model asked for tools, to `answer` when it answered. `act` runs the tools the model asked for and
+hands their answers back as `tool` messages, then loops back to `think`:
+
+- `lookup_order` and `past_tickets`, asked for together, run at once (`ctx.parallel`);
+- `propose_refund` asks a human (`ctx.request_approval`, revalidated right before the money moves, as the
+  claims agent does), then refunds exactly what was approved through the ledger;
+- `send_email` emails the customer who placed the order, a side effect with a business key of its own.
+
+The model never chooses what is acted on (invariant 13): every order it names is checked against the run's
+own (`bound_to_run`), the refund's amount and target come from the approved snapshot, the email goes to the
+order's customer. A mismatch is refused and told to the model as the tool's error answer, and the run's
+output lists it for the operator.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from durable import (NonRetryableError, OperationConflict, RetryPolicy, UntrustedOutputRefused, Workflow,
+                     bound_to_run, register)
+from durable.tools.demo import downstreams
+from durable.tools.demo.llm import support_model
+from durable.tools.demo.refund_checks import refund_approvers, refund_facts, refund_to_approve, revalidate_refund
+from durable.tools.demo.support_model import SYSTEM_PROMPT, TOOLS, digest
+
+# A conversation of 19 tool turns and its answer (think + act per turn, then think + answer); a model that
+# keeps asking for tools past that is stopped by the step budget, visibly, instead of looping forever.
+MAX_VISITS = 40
+LOOKUPS = {"lookup_order": downstreams.get_order, "past_tickets": downstreams.customer_tickets}
+
+
+class SupportInput(BaseModel):
+    order_id: str = Field(pattern=r"^ORD-\d+$", description="the order the customer writes about")
+    customer_message: str = Field(min_length=1, max_length=4000)
+
+
+class SupportState(SupportInput):
+    messages: list[dict[str, Any]] = Field(default_factory=list)  # the conversation, as the model reads it
+    order: dict[str, Any] | None = None
+    refund: dict[str, Any] | None = None
+    emails: list[dict[str, Any]] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)  # what the model asked for that was not its to choose
+    answer: str | None = None
+
+
+class ToolError(Exception):
+    """A tool call the agent refuses or cannot make: its message is the tool's answer, and the model goes on."""
+
+
+support_agent = register(Workflow(
+    name="support-agent", version=1, state=SupportState, input=SupportInput, checkpoint_schema_version=1,
+    tool_catalog_version="support-tools-1", prompt_release="support-agent-1", model_policy_version="policy-1",
+    retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10), max_visits=MAX_VISITS,
+    # A run paused for a refund's approval must not go on under another prompt or model policy.
+    pinned=("prompt_release", "model_policy_version"),
+))
+
+
+@support_agent.initial_state
+def conversation(data: BaseModel) -> SupportState:
+    state = SupportState.model_validate(data.model_dump())
+    state.messages = [{"role": "system", "content": SYSTEM_PROMPT.format(order_id=state.order_id)},
+                      {"role": "user", "content": state.customer_message}]
+    return state
+
+
+@support_agent.step(next=["act", "answer"])
+def think(ctx: Any, state: SupportState) -> Any:
+    # One model call per visit: a visit re-executed after a crash takes its recorded answer, a later one asks.
+    reply = ctx.activity("llm.chat", support_model().chat, state.messages, TOOLS)
+    state.messages.append(reply)
+    return support_agent.goto("act" if reply.get("tool_calls") else "answer", state)
+
+
+@support_agent.step(next=["think"], side_effects=["refund", "email"])
+def act(ctx: Any, state: SupportState) -> SupportState:
+    # The approval and the side effects are called here, in the step's own body, where the launch checks read
+    # them (durable/engine/step_source.py); the helpers below only parse, bind and shape.
+    calls = state.messages[-1].get("tool_calls") or []
+    # Answers by the call's place in the model's answer (ids are the model's: two calls may share one).
+    answers = _look_up(ctx, state, {n: call for n, call in enumerate(calls) if _name(call) in LOOKUPS})
+    for n, call in enumerate(calls):
+        if n in answers:
+            continue
+        with _told_to_the_model(state, answers, n):
+            name, arguments = _name(call), _arguments(call)
+            if name == "propose_refund":
+                order_id = _bound_order(state, arguments)
+                if state.refund is None:  # asked again in a later turn: the refund already made is the answer
+                    approved = ctx.request_approval(
+                        "refund", snapshot=lambda: refund_facts(order_id), approve=refund_to_approve,
+                        revalidate=revalidate_refund, expires_in=timedelta(days=3), on_invalid="ask_again",
+                        on_expiry="fail", approvers=refund_approvers)["object"]
+                    # Exactly what was approved, to the order approved: nothing of it from the model.
+                    state.refund = ctx.side_effect("refund", business_key=state.order_id,
+                                                   downstream=downstreams.payments, payload={
+                        "order_id": approved["target"], "amount": approved["amount"], "currency": approved["currency"]})
+                answers[n] = _refunded(state.refund)
+            elif name == "send_email":
+                to, subject, message = _email(state, arguments)
+                # One email per subject: the same email asked again is the one sent (a duplicate prevented).
+                sent = ctx.side_effect("email", business_key=f"{state.order_id}:email:{digest(subject)}",
+                                       downstream=downstreams.notifications, payload={"to": to, "message": message})
+                answers[n] = _emailed(state, sent)
+            else:
+                raise ToolError(f"there is no tool {name!r}; the tools are "
+                                f"{', '.join(tool['function']['name'] for tool in TOOLS)}")
+    state.messages += [{"role": "tool", "tool_call_id": call.get("id"), "content": json.dumps(answers[n])}
+                       for n, call in enumerate(calls)]
+    return state
+
+
+@support_agent.step
+def answer(ctx: Any, state: SupportState) -> Any:
+    state.answer = state.messages[-1].get("content") or ""
+    return support_agent.finish(state)
+
+
+@support_agent.output
+def outcome(state: SupportState) -> dict[str, Any]:
+    return {
+        "answer": state.answer,
+        "tools_called": [_name(call) for message in state.messages for call in message.get("tool_calls") or ()],
+        "refund_id": (state.refund or {}).get("external_ref"),
+        "email_ids": [email["external_ref"] for email in state.emails],
+        "refused": state.refused,
+    }
+
+
+# The tools.
+
+def _name(call: dict[str, Any]) -> str:
+    return str((call.get("function") or {}).get("name", ""))
+
+
+def _arguments(call: dict[str, Any]) -> dict[str, Any]:
+    try:
+        arguments = json.loads((call.get("function") or {}).get("arguments") or "{}")
+    except ValueError:
+        raise ToolError(f"the arguments of {_name(call)} are not JSON") from None
+    if not isinstance(arguments, dict):
+        raise ToolError(f"the arguments of {_name(call)} must be a JSON object")
+    return arguments
+
+
+@contextmanager
+def _told_to_the_model(state: SupportState, answers: dict[int, Any], n: int) -> Iterator[None]:
+    """A tool call refused or failed for a reason the model can act on: the reason is the call's answer.
+
+    A refusal of what the model chose (an order not the run's) is kept for the operator too; a refund a
+    human rejected and an email asked again with another text are the model's to tell the customer."""
+    try:
+        yield
+    except UntrustedOutputRefused as refused:
+        state.refused.append(str(refused))
+        answers[n] = {"error": str(refused)}
+    except ToolError as error:
+        answers[n] = {"error": str(error)}
+    except OperationConflict:
+        answers[n] = {"error": "this was already done once with another text or amount; it was not done again"}
+    except NonRetryableError as error:
+        if error.kind != "approval_rejected":
+            raise
+        answers[n] = {"error": f"a human rejected the refund: {error}"}
+
+
+def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
+    """The lookups the model asked for, made at once; each recorded under its own index, in the order asked."""
+    answers: dict[int, Any] = {}
+    allowed: list[int] = []
+    for n, call in calls.items():
+        with _told_to_the_model(state, answers, n):
+            _bound_order(state, _arguments(call))
+            allowed.append(n)
+    results = ctx.parallel(*(ctx.call(f"tools.{_name(calls[n])}", LOOKUPS[_name(calls[n])], state.order_id)
+                             for n in allowed)) if allowed else []
+    for n, result in zip(allowed, results):
+        answers[n] = result
+        if _name(calls[n]) == "lookup_order":
+            state.order = result
+    return answers
+
+
+def _bound_order(state: SupportState, arguments: dict[str, Any]) -> str:
+    # The model read the customer's text: the order it names must be the run's own (invariant 13).
+    return bound_to_run(arguments.get("order_id"), expected=state.order_id, what="order", source="the model")
+
+
+def _refunded(refund: dict[str, Any] | None) -> dict[str, Any]:
+    return {key: (refund or {}).get(key) for key in ("refund_id", "order_id", "amount", "currency", "status")}
+
+
+def _email(state: SupportState, arguments: dict[str, Any]) -> tuple[str, str, str]:
+    """To whom (the order's customer, never an address the model wrote), the subject and the message."""
+    subject, body = str(arguments.get("subject") or ""), str(arguments.get("body") or "")
+    if not subject or not body:
+        raise ToolError("send_email needs a subject and a body")
+    if state.order is None:
+        raise ToolError("look the order up first: the email goes to the customer who placed it")
+    return state.order["customer"], subject, f"{subject}\n\n{body}"
+
+
+def _emailed(state: SupportState, sent: dict[str, Any]) -> dict[str, Any]:
+    if sent not in state.emails:  # an email asked for again in a later turn is the one already sent
+        state.emails.append(sent)
+    return {"email_id": sent["external_ref"], "to": sent.get("to"), "status": sent.get("status")}
