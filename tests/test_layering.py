@@ -47,28 +47,45 @@ def test_production_code_never_imports_the_tools():
     assert report["imported"] > 80 and report["tools"] == []
 
 
-def module_graph() -> dict[str, set[str]]:
-    """Each module of the apps and the modules of the apps it imports (anywhere in it, functions included)."""
-    files = {}
-    for app in APPS:
+def modules(*apps: str) -> dict[str, Path]:
+    """The dotted name of each module of `apps` (migrations left out) and its file."""
+    found = {}
+    for app in apps:
         for path in (ROOT / app).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
             parts = path.relative_to(ROOT).with_suffix("").parts
-            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_statements(name: str, path: Path) -> list[list[str]]:
+    """What each import statement of module `name` names, at the top or inside a function, relative imports
+    resolved: `from a import b` names both `a` and `a.b` (b may be a module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    statements = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            statements.append([alias.name for alias in node.names])
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[:len(parts) - node.level + 1], *filter(None, [base])])
+            statements.append([base, *(f"{base}.{alias.name}" for alias in node.names)])
+    return statements
+
+
+def imported_names(name: str, path: Path) -> set[str]:
+    return {target for statement in import_statements(name, path) for target in statement}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the apps and the modules of the apps it imports (anywhere in it, functions included)."""
+    files = modules(*APPS)
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1], *filter(None, [base])])
-                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-            else:
-                continue
+        for targets in import_statements(name, path):
             for target in targets:
                 # `from durable import dispatch` names the module durable.runtime.dispatch, not the package's __init__
                 if target in files and target != name and not (target in APPS and f"{target}." in " ".join(targets)):
@@ -138,35 +155,9 @@ def test_a_process_with_fault_injection_armed_and_debug_off_fails_its_checks():
     assert out.returncode != 0 and "durable_tools.E001" in out.stderr
 
 
-def imported_names(path: Path, package: str) -> set[str]:
-    """Every module `path` imports, at the top or inside a function, relative imports resolved."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join([*parts[:len(parts) - node.level + 1], *filter(None, [base])])
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)  # `from durable import tools` names a module
-    return names
-
-
 def core_modules() -> dict[str, Path]:
     """durable's own modules, without the tools and the standalone project (which may import anything)."""
-    found = {}
-    for path in (ROOT / "durable").rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        if not name.startswith(NOT_PRODUCTION) and "migrations" not in parts:
-            found[name] = path
-    return found
-
-
-def _package(name: str, path: Path) -> str:
-    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return {name: path for name, path in modules("durable").items() if not name.startswith(NOT_PRODUCTION)}
 
 
 def test_the_engine_imports_only_the_standard_library():
@@ -174,7 +165,7 @@ def test_the_engine_imports_only_the_standard_library():
     assert len(engine) > 15  # every engine module is read
     offenders = {}
     for name, path in engine.items():
-        outside = {target for target in imported_names(path, _package(name, path))
+        outside = {target for target in imported_names(name, path)
                    if target.split(".")[0] not in sys.stdlib_module_names and not target.startswith("durable.engine")}
         if outside:
             offenders[name] = sorted(outside)
@@ -184,7 +175,7 @@ def test_the_engine_imports_only_the_standard_library():
 def test_the_core_imports_no_app_built_on_it_and_no_tool_not_even_inside_a_function():
     offenders = {}
     for name, path in core_modules().items():
-        banned = {target for target in imported_names(path, _package(name, path))
+        banned = {target for target in imported_names(name, path)
                   if target.split(".")[0] in BUILT_ON_THE_CORE or target.startswith("durable.tools")}
         if banned:
             offenders[name] = sorted(banned)
@@ -207,6 +198,6 @@ def test_the_core_urls_include_no_app_by_its_dotted_name():
 def test_the_layering_checks_see_what_they_forbid(tmp_path):
     module = tmp_path / "late.py"
     module.write_text("def later():\n    from approvals.gate import Gate\n    from . import sibling\n")
-    assert imported_names(module, "durable.runtime") == {"approvals.gate", "approvals.gate.Gate", "durable.runtime",
+    assert imported_names("durable.runtime.late", module) == {"approvals.gate", "approvals.gate.Gate", "durable.runtime",
                                                          "durable.runtime.sibling"}
 

@@ -55,8 +55,6 @@ class Migration(migrations.Migration):
             name='visit',
             field=models.PositiveIntegerField(default=0, help_text='the visit of the step that asked: the seq of the checkpoint it started from'),
         ),
-        migrations.RunSQL(VISIT_OF_EACH_REQUEST, migrations.RunSQL.noop),
-        migrations.RunPython(mark_used, migrations.RunPython.noop),
         migrations.AlterField(
             model_name='approvalrequest',
             name='ask',
@@ -70,4 +68,7 @@ class Migration(migrations.Migration):
             model_name='approvalrequest',
             constraint=models.UniqueConstraint(fields=('run', 'step', 'visit', 'position', 'ask'), name='approval_run_step_ask'),
         ),
+        # Rows last: on Postgres no schema change may follow an UPDATE of the table in the same transaction.
+        migrations.RunSQL(VISIT_OF_EACH_REQUEST, migrations.RunSQL.noop),
+        migrations.RunPython(mark_used, migrations.RunPython.noop),
     ]

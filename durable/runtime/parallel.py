@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db import connections
 
@@ -26,10 +26,9 @@ from durable.conf import durable_settings
 from durable.downstream import Downstream
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
 from durable.runtime import side_effects
+from durable.engine.replay import RecordedCall
 from durable.runtime.heartbeat import lease_kept
-
-if TYPE_CHECKING:
-    from durable.runtime.context import StepContext
+from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.activity")
 
@@ -55,14 +54,31 @@ class Effect:
     payload: dict[str, Any]
 
 
+class StepContext(Protocol):
+    """What a group needs of the step context (durable/runtime/context.py, which imports this module)."""
+
+    step: str
+    _store: RunStore
+    _lease: Lease
+
+    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
+
+    def _reused(self, name: str, recorded: RecordedCall) -> Any: ...
+
+    def _recordable(self, name: str, answer: Any) -> Any: ...
+
+    def _checked_effect(self, action: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+
 @dataclass
 class _Pending:
-    """A call still to make: what runs on the pool, and what records its answer on the step's thread."""
+    """A call still to make: what runs on the pool, and what records its answer on the step's thread (an
+    activity's with the others that answered with it, `_record_together`; a side effect's by `record`)."""
 
     position: int
     label: str
     run: Callable[[], Any]
-    record: Callable[[Any], Any]
+    record: Callable[[Any], Any] | None = None  # a side effect's Commit
     start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
     failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
     activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
@@ -83,9 +99,14 @@ def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
     ctx._store.record_parallel(ctx._lease, ctx.step, described)
     if pending:
         _make(ctx, pending, results, len(calls))
-    return [calls[i].returns.model_validate(result)  # type: ignore[union-attr]
-            if isinstance(calls[i], Call) and calls[i].returns is not None else result  # type: ignore[union-attr]
-            for i, result in enumerate(results)]
+    return [_as_asked(call, result) for call, result in zip(calls, results)]
+
+
+def _as_asked(call: Call | Effect, result: Any) -> Any:
+    """An activity's result as the model its `returns=` names, live and on replay alike; anything else as recorded."""
+    if isinstance(call, Call) and call.returns is not None:
+        return call.returns.model_validate(result)  # type: ignore[attr-defined]
+    return result
 
 
 def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], pending: list[_Pending],
@@ -96,10 +117,7 @@ def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], 
         results[position] = ctx._reused(call.name, recorded)
         return
 
-    def record(result: Any) -> Any:
-        return ctx._record(call.name, index, result)
-
-    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs), record,
+    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs),
                             activity=(call.name, index)))
 
 
@@ -170,6 +188,7 @@ def _settle(call: _Pending, future: Future[Any], results: list[Any],
             if call.failed is not None:
                 call.failed(exc)  # a side effect's failure is recorded, and raised as the step should see it
             raise
+        assert call.record is not None  # an activity that answered is recorded with the others (_record_together)
         results[call.position] = call.record(answer)
     except LeaseLost:
         raise

@@ -235,3 +235,25 @@ def test_several_failures_are_retryable_only_if_each_is():
     assert retryable.retryable and retryable.retry_after == 5.0
     mixed = ParallelCallsFailed([("a #0", RetryableError("busy")), ("b #1", ValueError("bad"))], of=2)
     assert not mixed.retryable and mixed.kind == "parallel_calls_failed"
+
+
+def test_a_side_effect_failing_in_a_parallel_group_is_recorded_in_the_ledger_and_only_it_is_sent_again(tmp_path):
+    from durable.engine.errors import RetryableError as Busy
+
+    def busy_once(operation_id, business_key, payload):
+        if len(probe.calls) == 1:
+            raise Busy("payments briefly unavailable")
+        return None
+
+    probe.on_execute = busy_once
+    calls = tmp_path / "calls"
+    run = advance(start("test-parallel", calls_file=str(calls), delays=[0.0, 0.0], effect=True))
+    assert run.status == RunStatus.WAITING_RETRY, run.error
+    assert SideEffect.objects.get(run=run).status == "FAILED_RETRYABLE"
+    make_retry_due(run)
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert sorted(started_calls(calls)) == ["c0", "c1"]  # the activities were reused
+    row = SideEffect.objects.get(run=run)
+    assert len(probe.calls) == 2 and {call[0] for call in probe.calls} == {row.operation_id}  # the same key twice
+    assert (row.status, row.attempts) == ("SUCCEEDED", 2)
