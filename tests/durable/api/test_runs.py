@@ -291,6 +291,18 @@ def test_detail_shows_checkpoints_journal_and_side_effects_under_the_contents_ru
         ("a" * 32, "refund", "SUCCEEDED", "re_1")]
 
 
+def test_the_journal_names_the_visit_each_entry_belongs_to(tmp_path):
+    from tests.durable import visit_workflows  # noqa: F401 (registers them)
+    run, _ = services.start_run(workflow="test-visit-loop", input={"calls_file": str(tmp_path / "c"), "rounds": 2},
+                                business_key="v")
+    executor.advance(run.id)
+    api = APIClient()
+    api.force_authenticate(make_user("reader", "durable.view_run", *CONTENTS_PERMISSIONS))
+    body = api.get(f"{RUNS}{run.id}/").data
+    assert [(e["step"], e["visit"], e["name"]) for e in body["journal"] if e["kind"] == "activity"] == [
+        ("act", 0, "ask"), ("act", 1, "ask")]  # visits by the checkpoint they started from
+
+
 def test_the_list_does_not_carry_the_detail_collections(api):
     run_in()
     item = api.get(RUNS).data["results"][0]
