@@ -28,6 +28,7 @@ APPROVAL_EVENTS = {"approval_used": "used after revalidation"}
 class EntryKind(StrEnum):
     CHECKPOINT = "checkpoint"
     ACTIVITY = "activity"
+    PARALLEL = "parallel"  # a group of calls made at once (ctx.parallel), its calls nested under it
     SIDE_EFFECT = "side_effect"
     RECONCILIATION = "reconciliation"
     RETRY = "retry"
@@ -165,7 +166,7 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
         case Kind.PARALLEL:
             calls = ", ".join(f"{call['name']} #{call['call_index']}" if "name" in call else str(call.get("action"))
                               for call in detail.get("calls", []))
-            return EntryKind.ACTIVITY, f"parallel: {calls} started together", ""
+            return EntryKind.PARALLEL, f"parallel: {calls} started together", ""
         case Kind.ACTIVITY_REUSED:
             calls = ", ".join(f"{call.get('name')} #{call.get('call_index')}" for call in detail.get("calls", []))
             return EntryKind.ACTIVITY, f"step ran again: activity {calls} reused from history, not called again", ""

@@ -77,3 +77,26 @@ def test_the_graph_of_a_loop_fits_a_phone_and_is_drawn_with_the_stylesheet(brows
         page.locator("section.run-graph").screenshot(path=str(SCREENSHOTS / "run-graph-390.png"))
     finally:
         context.close()
+
+
+def test_a_parallel_group_reads_as_one_row_with_its_calls_on_a_phone(browser: Browser, live_server, own_queue,
+                                                                      tmp_path):
+    from tests.durable import visit_workflows  # noqa: F401 (registers test-parallel)
+    user_with_roles("olga", "operator", password="olga-secret")
+    run, _ = services.start_run(workflow="test-parallel", business_key="group-1", enqueue=False,
+                                input={"calls_file": str(tmp_path / "calls"), "effect": True})
+    executor.advance(run.id)
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    try:
+        log_in(page, "olga", "olga-secret")
+        page.goto(f"/runs/{run.id}/")
+        group = page.locator("tr.timeline-group")
+        expect(group).to_have_count(1)
+        expect(group.locator("ol.parallel-calls > li")).to_have_count(5)  # 3 activities, the charge prepared and done
+        scroll_width, window_width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert scroll_width <= window_width, f"the page is {scroll_width} px wide at {window_width} px"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        group.screenshot(path=str(SCREENSHOTS / "parallel-group-390.png"))
+    finally:
+        context.close()

@@ -67,7 +67,7 @@ def test_a_parallel_group_is_one_entry_with_its_calls_nested_under_it(viewer, tm
     top = [e.summary for e in entries]
     assert not any(s.startswith("activity c") or "charge" in s for s in top if not s.startswith("parallel"))
     html = viewer.get(detail_url(run)).content.decode()
-    group = re.search(r'<tr class="timeline-activity timeline-group">.*?</tr>', html, re.S).group(0)
+    group = re.search(r'<tr class="timeline-parallel timeline-group">.*?</tr>', html, re.S).group(0)
     assert group.count('<li class="timeline-') == len(nested) == 5  # 3 activities, the charge prepared and done
     assert "activity c1 #1 recorded" in group and "side effect charge prepared" in group
 
