@@ -2,12 +2,14 @@
 
 A loop with a branch, a route back, a skip and a self-loop, as an agent workflow draws; its run advanced
 in this process (so the page shows exactly what the test made). The screenshot lands in
-test-output/screenshots/run-graph-390.png.
+test-output/screenshots/run-graph-390.png; a parallel group's row, parallel-group-390.png.
 """
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 from pydantic import BaseModel
 
 from durable import OnActiveBusinessKey, RetryableError, Workflow, register, services
@@ -50,21 +52,36 @@ def answer_the_customer(ctx: Any, state: Agent) -> Agent:
 register(agent)
 
 
-def test_the_graph_of_a_loop_fits_a_phone_and_is_drawn_with_the_stylesheet(browser: Browser, live_server, own_queue):
+@contextmanager
+def on_a_phone(browser: Browser, live_server: Any, workflow: str, **given: Any) -> Iterator[tuple[Page, int]]:
+    """The page of a run of `workflow`, advanced in this process, opened 390 px wide by an operator; the window's
+    width. The page must not scroll sideways."""
     user_with_roles("olga", "operator", password="olga-secret")
-    run, _ = services.start_run(workflow="test-drawn-agent", input={}, business_key="drawn-1", enqueue=False)
+    run, _ = services.start_run(workflow=workflow, input=given, business_key="drawn-1", enqueue=False)
     executor.advance(run.id)
     context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 844})
     page = context.new_page()
     try:
         log_in(page, "olga", "olga-secret")
         page.goto(f"/runs/{run.id}/")
+        scroll_width, window_width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert scroll_width <= window_width, f"the page is {scroll_width} px wide at {window_width} px"
+        yield page, window_width
+    finally:
+        context.close()
+
+
+def save(locator: Locator, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def test_the_graph_of_a_loop_fits_a_phone_and_is_drawn_with_the_stylesheet(browser: Browser, live_server, own_queue):
+    with on_a_phone(browser, live_server, "test-drawn-agent") as (page, window_width):
         graph = page.locator("svg.graph")
         expect(graph).to_be_visible()
         expect(graph.locator("g.graph-node")).to_have_count(5)  # four steps and the end
         expect(graph.locator("polyline.graph-edge")).to_have_count(7)
-        scroll_width, window_width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-        assert scroll_width <= window_width, f"the page is {scroll_width} px wide at {window_width} px"
         box = graph.bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= window_width
         expect(graph.locator("g.graph-current")).to_have_attribute("data-step", "answer_the_customer")
@@ -73,30 +90,15 @@ def test_the_graph_of_a_loop_fits_a_phone_and_is_drawn_with_the_stylesheet(brows
         stroke = page.locator("g.graph-current rect").evaluate("rect => getComputedStyle(rect).strokeWidth")
         assert stroke == "3.5px"
         assert page.locator("g.graph-node rect").first.evaluate("rect => getComputedStyle(rect).fill") != "rgb(0, 0, 0)"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.locator("section.run-graph").screenshot(path=str(SCREENSHOTS / "run-graph-390.png"))
-    finally:
-        context.close()
+        save(page.locator("section.run-graph"), "run-graph-390")
 
 
 def test_a_parallel_group_reads_as_one_row_with_its_calls_on_a_phone(browser: Browser, live_server, own_queue,
                                                                       tmp_path):
     from tests.durable import visit_workflows  # noqa: F401 (registers test-parallel)
-    user_with_roles("olga", "operator", password="olga-secret")
-    run, _ = services.start_run(workflow="test-parallel", business_key="group-1", enqueue=False,
-                                input={"calls_file": str(tmp_path / "calls"), "effect": True})
-    executor.advance(run.id)
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 844})
-    page = context.new_page()
-    try:
-        log_in(page, "olga", "olga-secret")
-        page.goto(f"/runs/{run.id}/")
+    with on_a_phone(browser, live_server, "test-parallel", calls_file=str(tmp_path / "calls"), effect=True) as (
+            page, _):
         group = page.locator("tr.timeline-group")
         expect(group).to_have_count(1)
         expect(group.locator("ol.parallel-calls > li")).to_have_count(5)  # 3 activities, the charge prepared and done
-        scroll_width, window_width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-        assert scroll_width <= window_width, f"the page is {scroll_width} px wide at {window_width} px"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        group.screenshot(path=str(SCREENSHOTS / "parallel-group-390.png"))
-    finally:
-        context.close()
+        save(group, "parallel-group-390")
