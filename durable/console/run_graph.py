@@ -131,29 +131,30 @@ class RunGraph:
 def run_graph(run: Run) -> RunGraph | None:
     """The run's graph with what the run did on it; None when its recorded topology cannot be read."""
     try:
-        shapes = shapes_from_json(run.topology or [])
-        graph = Graph(shapes)
+        shapes = {shape.name: shape for shape in shapes_from_json(run.topology or [])}
+        graph = Graph(list(shapes.values()))
     except (ValueError, KeyError, TypeError):
         return None
     if not shapes:
         return None
     visits, taken = _walked(run)
     edges = list(graph.edges())
-    # A step may finish the run from anywhere (wf.finish) without declaring it: draw the finishes it took.
+    # A step may end the run from anywhere (wf.finish) without declaring it: draw the ends it took. (A
+    # migration's checkpoint names no step of this graph.)
     edges += [Edge(source, None, False) for source, target in taken
-              if target is None and source in visits and Edge(source, None, True) not in edges]
-    drawing = layout([s.name for s in shapes], edges)
-    approvals = set(run.journal.filter(kind=JournalEntry.Kind.APPROVAL).values_list("step", flat=True).distinct())
+              if target is None and source in shapes and Edge(source, None, True) not in edges]
+    drawing = layout(list(shapes), edges)
+    asked = set(run.journal.filter(kind=JournalEntry.Kind.APPROVAL).values_list("step", flat=True).distinct())
     here = None if run.status == RunStatus.SUCCEEDED else run.current_step or None
-    active = run.status not in TERMINAL
-    by_name = {s.name: s for s in shapes}
-    steps = tuple(StepDrawing(
-        node, node.name or END, visits[node.name],
-        by_name[node.name].side_effects if node.name else (), node.name in approvals,
-        _goes_to(graph, node.name) if node.name else "", node.name == here if node.name else _ended(run),
-        active and node.name is not None and node.name == here)
-        for node in drawing.nodes)
-    return RunGraph(drawing.width, drawing.height, steps,
+
+    def drawn(node: Node) -> StepDrawing:
+        if node.name is None:
+            return StepDrawing(node, END, visits[None], (), False, "", run.status == RunStatus.SUCCEEDED)
+        return StepDrawing(node, node.name, visits[node.name], shapes[node.name].side_effects, node.name in asked,
+                           _goes_to(graph, node.name), node.name == here,
+                           under_way=node.name == here and run.status not in TERMINAL)
+
+    return RunGraph(drawing.width, drawing.height, tuple(drawn(node) for node in drawing.nodes),
                     tuple(EdgeDrawing(e, taken[(e.edge.source, e.edge.target)]) for e in drawing.edges))
 
 
@@ -180,10 +181,6 @@ def _goes_to(graph: Graph, step: str) -> str:
         return ", ".join(routes)
     implicit = graph.implicit_next(step)
     return f"{implicit} (the next step)" if implicit else f"{END} (the last step)"
-
-
-def _ended(run: Run) -> bool:
-    return run.status == RunStatus.SUCCEEDED
 
 
 def _fit(text: str, room: int) -> str:

@@ -117,3 +117,16 @@ def test_a_run_whose_recorded_topology_cannot_be_read_has_no_graph_and_still_a_p
     run = run_in(RunStatus.PENDING, workflow="test-branch", topology=[{"name": "not a shape"}])
     response = viewer.get(detail_url(run))
     assert response.status_code == 200 and "run-graph" not in response.content.decode()
+
+
+def test_a_migrated_run_draws_the_graph_it_was_moved_to_and_its_migration_checkpoint_is_no_route(viewer, operator):
+    from durable import versions
+    run, _ = services.start_run(workflow="test-loop", input={"limit": 1}, business_key="moved-1", version=1,
+                                allow_older_version=True)
+    Run.objects.filter(id=run.id).update(status=RunStatus.BLOCKED_VERSION)
+    run = versions.migrate_run(run_id=run.id, to_version=2, user=operator, source="test", reason="v2 deployed")
+    executor.advance(run.id)
+    svg = svg_of(viewer.get(detail_url(run)).content.decode())
+    assert list(node_classes(svg)) == ["think", "check", "answer", "end"]
+    assert "think → think (a declared route, taken 1 time)" in edge_titles(svg)
+    assert len(edge_titles(svg)) == 5  # the graph's own routes: the migration's checkpoint drew none
