@@ -25,5 +25,5 @@ def pending_badge(request: HttpRequest) -> int | None:
     if not request.user.has_perm(VIEW_PERMISSION):
         return None
     if not hasattr(request, "pending_approvals"):
-        request.pending_approvals = pending_count()  # type: ignore[attr-defined]
-    return request.pending_approvals  # type: ignore[attr-defined]
+        request.pending_approvals = pending_count()  # type: ignore[attr-defined]  # counted once per request, kept on it
+    return request.pending_approvals  # type: ignore[attr-defined]  # as above

@@ -71,7 +71,7 @@ def load_revalidation(path: str) -> Revalidate:
     target: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
         target = getattr(target, part)
-    return target  # type: ignore[no-any-return]
+    return target
 
 
 @dataclass

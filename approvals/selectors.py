@@ -6,11 +6,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest
+from durable.permissions import Person
 from durable.engine.approvals import ApprovalStatus
 from durable.models import Run
 
@@ -64,15 +64,15 @@ class Tab:
 
 # Both are `IN (subquery)` over the user's own few rows, read once through their indexes: a join to durable_run or
 # an EXISTS per pending request costs a pass over every run (200 ms at a million runs, docs/benchmarks.md).
-def _decided_by(user: AbstractBaseUser) -> Q:
+def _decided_by(user: Person) -> Q:
     return Q(id__in=ApprovalDecision.objects.filter(user_id=user.pk).values("request_id"))
 
 
-def _started_by(user: AbstractBaseUser) -> Q:
+def _started_by(user: Person) -> Q:
     return Q(run_id__in=Run.objects.filter(created_by_id=user.pk).values("id"))
 
 
-def _needs(user: AbstractBaseUser, now: datetime) -> Q:
+def _needs(user: Person, now: datetime) -> Q:
     """Requests this user may decide and has not: not their own run's, none they already approved."""
     if not user.has_perm(DECIDE_PERMISSION):
         return Q(pk__in=[])
@@ -89,14 +89,14 @@ TABS = {tab.name: tab for tab in (
 DEFAULT_TAB = "all"
 
 
-def tab_counts(user: AbstractBaseUser, filters: dict[str, Any]) -> dict[str, int]:
+def tab_counts(user: Person, filters: dict[str, Any]) -> dict[str, int]:
     """How many requests each tab holds for `user` under the filters: one aggregate."""
     now = timezone.now()
     queryset = filter_requests(ApprovalRequest.objects.all(), filters)
     return queryset.aggregate(**{name: Count("id", filter=tab.holds(user, now)) for name, tab in TABS.items()})
 
 
-def inbox_state(user: AbstractBaseUser, filters: dict[str, Any]) -> Any:
+def inbox_state(user: Person, filters: dict[str, Any]) -> Any:
     """What a live inbox's version reads: the tabs' counts and the requests' newest change."""
     changed = filter_requests(ApprovalRequest.objects.all(), filters).aggregate(
         created=Max("created_at"), approvals=Sum("approvals_count"))
@@ -104,7 +104,7 @@ def inbox_state(user: AbstractBaseUser, filters: dict[str, Any]) -> Any:
 
 
 def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, size: int, *,
-               tab: str = DEFAULT_TAB, user: AbstractBaseUser | None = None) -> list[ApprovalRequest]:
+               tab: str = DEFAULT_TAB, user: Person | None = None) -> list[ApprovalRequest]:
     """Up to `size` + 1 pending requests of `tab` for `user` after the page marker, soonest expiry first (the
     partial index's order).
 

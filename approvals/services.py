@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.db.models.functions import Now
@@ -24,6 +23,7 @@ from django.utils import timezone
 from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.selectors import DECIDE_PERMISSION, newer_ask
+from durable.permissions import Caller, Person
 from durable.audit import audit
 from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from durable.runtime import dispatch
@@ -58,7 +58,7 @@ def revalidate(request: ApprovalRequest) -> Revalidation:
                           "nothing was decided, try again") from exc
 
 
-def decide(*, request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict | str, snapshot_hash: str,
+def decide(*, request_id: UUID | str, user: Person, verdict: Verdict | str, snapshot_hash: str,
            reason: str = "", source: str, http_request: HttpRequest | None = None) -> ApprovalRequest:
     """Approve or reject `request_id` as `user`, who saw the snapshot with `snapshot_hash`.
 
@@ -73,7 +73,7 @@ def decide(*, request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict |
         raise
 
 
-def _decide(request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict, snapshot_hash: str, reason: str,
+def _decide(request_id: UUID | str, user: Person, verdict: Verdict, snapshot_hash: str, reason: str,
             source: str) -> ApprovalRequest:
     request = ApprovalRequest.objects.select_related("run").get(id=request_id)
     if not user.has_perm(DECIDE_PERMISSION):
@@ -95,7 +95,7 @@ def _decide(request_id: UUID | str, user: AbstractBaseUser, verdict: Verdict, sn
         return _record(request, user, verdict, snapshot_hash, reason.strip(), check, source)
 
 
-def _record(request: ApprovalRequest, user: AbstractBaseUser, verdict: Verdict, seen_hash: str, reason: str,
+def _record(request: ApprovalRequest, user: Person, verdict: Verdict, seen_hash: str, reason: str,
             check: Revalidation, source: str) -> ApprovalRequest:
     approvers = frozenset(request.decisions.filter(verdict=Verdict.APPROVE).values_list("user__username", flat=True))
     required = approvers_needed(request.approvers_required, check.approvers_required)
@@ -146,7 +146,7 @@ def _one_decision(request: ApprovalRequest) -> Iterator[None]:
         raise Conflict("you have already decided this request", current=_status_now(request)) from None
 
 
-def _check_not_starter(request: ApprovalRequest, user: AbstractBaseUser, verdict: Verdict) -> None:
+def _check_not_starter(request: ApprovalRequest, user: Person, verdict: Verdict) -> None:
     """Separation of duties before anything else: the run's starter is refused before the facts are re-read,
     so their attempt cannot even invalidate the request (and be audited as theirs)."""
     starter = request.run.created_by.get_username() if request.run.created_by else None
@@ -157,7 +157,7 @@ def _check_not_starter(request: ApprovalRequest, user: AbstractBaseUser, verdict
         raise Forbidden(str(exc)) from None
 
 
-def why_not_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str:
+def why_not_decide(request: ApprovalRequest, user: Person) -> str:
     """Why `user` may not decide this open request now, in words; empty when they may.
 
     The console offers Approve and Reject only when this is empty; decide() refuses by the same rules.
@@ -228,7 +228,7 @@ def _status_now(request: ApprovalRequest) -> str:
     return ApprovalRequest.objects.values_list("status", flat=True).get(id=request.id)
 
 
-def invalidate(request: ApprovalRequest, check: Revalidation, *, user: AbstractBaseUser | None, source: str) -> bool:
+def invalidate(request: ApprovalRequest, check: Revalidation, *, user: Caller | None, source: str) -> bool:
     """The facts moved under a pending request: invalidate it and wake the run to take its path."""
     reason = "; ".join(check.problems)
     with transaction.atomic():
@@ -268,7 +268,7 @@ def expire(request_id: UUID) -> bool:
         request = ApprovalRequest.objects.get(id=request_id)
         _journal_at(request.run_id, request.step, {"event": "expired", "request": str(request_id),
                                                    "kind": request.kind, "path": request.on_expiry},
-                    at=request.decided_at)
+                    at=request.decided_at or timezone.now())  # the update above set it
         operator_event.send(expire, kind=EventKind.APPROVAL_EXPIRED,
                             run_id=request.run_id, subject=request_id, detail=request.notice)
         _wake(request.run_id)

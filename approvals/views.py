@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -35,7 +35,10 @@ from durable.errors import Conflict, Forbidden, InvalidInput, ServiceError, Unav
 from durable.console import live
 from durable.console.paging import page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
+from durable.console.requests import ConsoleRequest
 from durable.engine.approvals import ApprovalStatus, differences
+from durable.permissions import permission_required, signed_in
+from durable.security import refused_because
 
 VIEW, DECIDE = VIEW_PERMISSION, services.DECIDE_PERMISSION
 PAGE = 50
@@ -77,30 +80,30 @@ class DecisionOutcome:
     newer_request: dict[str, Any] | None = None  # the ask that replaced this request
 
 
-def _inbox_state(request: HttpRequest) -> Any:
+def _inbox_state(request: ConsoleRequest) -> Any:
     filters = InboxFilters(request.GET)
-    return inbox_state(request.user, filters.filters()) if filters.is_valid() else None
+    return inbox_state(signed_in(request.user), filters.filters()) if filters.is_valid() else None
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(_inbox_state)
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: ConsoleRequest) -> HttpResponse:
     filters = InboxFilters(request.GET)
     tab = filters.cleaned_data.get("tab") or DEFAULT_TAB if filters.is_valid() else DEFAULT_TAB
     # A bad filter shows its error and no requests, rather than every request as if unfiltered.
     found = inbox_page(filters.filters(), filters.cleaned_data["after"], PAGE, tab=tab,
-                       user=request.user) if filters.is_valid() else []
+                       user=signed_in(request.user)) if filters.is_valid() else []
     next_page = next_page_link(request, reverse("approvals:inbox"), found, PAGE,
                                lambda last: page_marker(last.expires_at, last.id))
-    counts, _ = request.live_state or ({}, None)  # inbox_state's tab counts, read once for the version
+    counts: dict[str, int] = (request.live_state or ({}, None))[0]  # inbox_state's tab counts, read once for the version
     context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page,
                "tab": tab, "tabs": [(TABS[name], counts.get(name, 0), _tab_link(request, name)) for name in TABS]}
     return fragment_or_page(request, "approvals/_inbox_live.html", "approvals/inbox.html", context)
 
 
-def _tab_link(request: HttpRequest, tab: str) -> str:
+def _tab_link(request: ConsoleRequest, tab: str) -> str:
     """The inbox on `tab`, with the filters kept and from its first page."""
     query = request.GET.copy()
     query.pop("after", None)
@@ -109,25 +112,25 @@ def _tab_link(request: HttpRequest, tab: str) -> str:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(lambda request, request_id: request_state(request_id))
-def detail(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def detail(request: ConsoleRequest, request_id: UUID) -> HttpResponse:
     return fragment_or_page(request, "approvals/_detail_live.html", "approvals/detail.html",
                             _detail_context(request, _approval(request_id)))
 
 
 @login_required
-@permission_required(DECIDE, raise_exception=True)
+@permission_required(DECIDE)
 @require_POST
-def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
+def decide(request: ConsoleRequest, request_id: UUID) -> HttpResponse:
     approval = _approval(request_id)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _answer(request, approval, HTTPStatus.BAD_REQUEST, form=form,
                        outcome=DecisionOutcome("error", "Nothing was decided: the form is incomplete."))
     try:
-        decided = services.decide(request_id=approval.id, user=request.user, source="console", http_request=request,
+        decided = services.decide(request_id=approval.id, user=signed_in(request.user), source="console", http_request=request,
                                   **form.cleaned_data)
     except tuple(REFUSALS) as exc:
         return _refused(request, approval, form, exc)
@@ -138,8 +141,10 @@ def decide(request: HttpRequest, request_id: UUID) -> HttpResponse:
     return redirect("approvals:detail", decided.id)
 
 
-def _refused(request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, exc: ServiceError) -> HttpResponse:
+def _refused(request: ConsoleRequest, approval: ApprovalRequest, form: DecisionForm, exc: ServiceError) -> HttpResponse:
     status = next(status for kind, status in REFUSALS.items() if isinstance(exc, kind))
+    if status == HTTPStatus.FORBIDDEN:
+        refused_because(request, str(exc), getattr(exc, "action", ""))
     if isinstance(exc, InvalidInput):
         for name, errors in exc.errors.items():
             form.add_error(name if name in form.fields else None, errors)
@@ -164,7 +169,7 @@ def _what_now(decided: ApprovalRequest) -> str:
             "it still needs another approver.")
 
 
-def _answer(request: HttpRequest, approval: ApprovalRequest, status: HTTPStatus, **panel: Any) -> HttpResponse:
+def _answer(request: ConsoleRequest, approval: ApprovalRequest, status: HTTPStatus, **panel: Any) -> HttpResponse:
     """The request's live region for htmx (its decision panel and facts now), else the whole page around it,
     with the outcome's status."""
     live.stamp(request, request_state(approval.id))  # the region shows this state: its next poll answers 304
@@ -176,7 +181,7 @@ def _approval(request_id: UUID) -> ApprovalRequest:
     return get_object_or_404(ApprovalRequest.objects.select_related("run", "decided_by"), id=request_id)
 
 
-def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:
+def _detail_context(request: ConsoleRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:
     outcome = panel.get("outcome")
     return {
         # A refusal's current values are the facts now: one table, not a second one in the panel.
@@ -188,9 +193,9 @@ def _detail_context(request: HttpRequest, approval: ApprovalRequest, **panel: An
     }
 
 
-def _panel(request: HttpRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
+def _panel(request: ConsoleRequest, approval: ApprovalRequest, *, form: DecisionForm | None = None,
            outcome: DecisionOutcome | None = None, offer_form: bool = True) -> dict[str, Any]:
-    why_not = services.why_not_decide(approval, request.user) if approval.is_open else ""
+    why_not = services.why_not_decide(approval, signed_in(request.user)) if approval.is_open else ""
     return {
         "approval": approval,
         "decisions": approval.decisions.select_related("user"),

@@ -10,38 +10,66 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-# Each public name and the module that owns it.
+# Each public name and the module that owns it: what a workflow module imports to declare its workflows
+# (Workflow, register, RetryPolicy, Migration), its approvals (Revalidation), its downstream adapters
+# (register_downstream, Downstream, Capabilities, DownstreamOutcome, Classification, classify) and its errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
-    "OnActiveBusinessKey": "durable.engine.active_runs",
+    "Capabilities": "durable.engine.ledger",
+    "Classification": "durable.engine.errors",
+    "Downstream": "durable.downstream",
+    "DownstreamOutcome": "durable.downstream",
+    "Migration": "durable.workflow",
     "NonRetryableError": "durable.engine.errors",
+    "OnActiveBusinessKey": "durable.engine.active_runs",
     "OperationConflict": "durable.engine.errors",
     "ParallelCallsFailed": "durable.engine.errors",
     "ReplayContractViolation": "durable.engine.errors",
     "RetryableError": "durable.engine.errors",
     "RetryPolicy": "durable.engine.retry",
+    "Revalidation": "durable.engine.approvals",
     "Route": "durable.engine.graph",
     "RouteNotChosen": "durable.engine.errors",
     "UndeclaredRoute": "durable.engine.errors",
     "UntrustedOutputRefused": "durable.engine.untrusted",
     "WrongThread": "durable.engine.errors",
     "bound_to_run": "durable.engine.untrusted",
+    "classify": "durable.engine.errors",
     "register": "durable.registry",
+    "register_downstream": "durable.downstream",
     "Workflow": "durable.workflow",
 }
 
 __all__ = sorted(_PUBLIC)
 
+# For type checkers, in the `import X as X` form that marks a re-export (PEP 484): a host project's mypy
+# --strict (no implicit re-export) reads `from durable import Workflow` then. __all__ above is computed,
+# which a checker does not evaluate.
 if TYPE_CHECKING:
-    from durable.engine.active_runs import OnActiveBusinessKey
-    from durable.engine.errors import (ActivityError, NonRetryableError, OperationConflict, ParallelCallsFailed,
-                                       ReplayContractViolation, RetryableError, RouteNotChosen, UndeclaredRoute,
-                                       WrongThread)
-    from durable.engine.graph import Route
-    from durable.engine.retry import RetryPolicy
-    from durable.engine.untrusted import UntrustedOutputRefused, bound_to_run
-    from durable.registry import register
-    from durable.workflow import Workflow
+    from durable.downstream import Downstream as Downstream
+    from durable.downstream import DownstreamOutcome as DownstreamOutcome
+    from durable.downstream import register_downstream as register_downstream
+    from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
+    from durable.engine.approvals import Revalidation as Revalidation
+    from durable.engine.errors import ActivityError as ActivityError
+    from durable.engine.errors import Classification as Classification
+    from durable.engine.errors import NonRetryableError as NonRetryableError
+    from durable.engine.errors import OperationConflict as OperationConflict
+    from durable.engine.errors import ParallelCallsFailed as ParallelCallsFailed
+    from durable.engine.errors import ReplayContractViolation as ReplayContractViolation
+    from durable.engine.errors import RetryableError as RetryableError
+    from durable.engine.errors import RouteNotChosen as RouteNotChosen
+    from durable.engine.errors import UndeclaredRoute as UndeclaredRoute
+    from durable.engine.errors import WrongThread as WrongThread
+    from durable.engine.errors import classify as classify
+    from durable.engine.graph import Route as Route
+    from durable.engine.ledger import Capabilities as Capabilities
+    from durable.engine.retry import RetryPolicy as RetryPolicy
+    from durable.engine.untrusted import UntrustedOutputRefused as UntrustedOutputRefused
+    from durable.engine.untrusted import bound_to_run as bound_to_run
+    from durable.registry import register as register
+    from durable.workflow import Migration as Migration
+    from durable.workflow import Workflow as Workflow
 
 
 def __getattr__(name: str) -> Any:

@@ -19,8 +19,12 @@ from durable.models import (
     JournalEntry,
     NotificationDelivery,
     NotificationEvent,
+    NotificationPreference,
     OperatorAction,
+    OperatorPreferences,
+    Process,
     Run,
+    RunSearch,
     SecurityEvent,
     SideEffect,
 )
@@ -78,6 +82,13 @@ class SideEffectAdmin(ContentsAdmin):
     search_fields = ("=operation_id", "business_key", "=run__id")
 
 
+@admin.register(RunSearch)
+class RunSearchAdmin(ContentsAdmin):  # the run's searchable input fields, copied: the contents rule decides
+    list_display = ("run", "business_key", "created_at")
+    search_fields = ("=run__id", "business_key")
+    show_full_result_count = False
+
+
 @admin.register(OperatorAction)
 class OperatorActionAdmin(ReadOnlyAdmin):
     def get_exclude(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -112,7 +123,27 @@ class DrillRecordAdmin(ReadOnlyAdmin):
     list_filter = ("passed", "workflow_name")
 
 
+@admin.register(OperatorPreferences)
+class OperatorPreferencesAdmin(ReadOnlyAdmin):  # each operator sets their own on the preferences page
+    list_display = ("user", "time_zone", "updated_at")
+    search_fields = ("user__username",)
+
+
+@admin.register(Process)
+class ProcessAdmin(ReadOnlyAdmin):
+    """The web and worker processes that started against this database (durable/fleet.py)."""
+
+    list_display = ("kind", "hostname", "pid", "started_at", "last_seen")
+    list_filter = ("kind", "hostname")
+
+
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.
+@admin.register(NotificationPreference)
+class NotificationPreferenceAdmin(ReadOnlyAdmin):  # each user sets their own on /notifications/
+    list_display = ("user", "events", "channels", "updated_at")
+    search_fields = ("user__username",)
+
+
 class AttemptInline(admin.TabularInline):
     model = DeliveryAttempt
     extra = 0
@@ -139,3 +170,10 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
     list_filter = ("status", "channel")
     search_fields = ("id", "user__username")
     inlines = [AttemptInline]
+
+
+@admin.register(DeliveryAttempt)
+class DeliveryAttemptAdmin(ReadOnlyAdmin):  # also shown under its delivery
+    list_display = ("delivery", "number", "outcome", "status_code", "started_at", "finished_at")
+    list_filter = ("outcome",)
+    search_fields = ("=delivery__id",)

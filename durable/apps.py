@@ -12,7 +12,9 @@ class DurableConfig(AppConfig):
     def ready(self) -> None:
         from durable import checks  # noqa: F401  registers the launch checks
         from durable.notifications import checks as _notify_checks  # noqa: F401  and the webhook's
-        from durable import role_audit
+        from django.apps import apps
+
+        from durable import fleet, role_audit, security
         from durable.console import timezones
         from durable.notifications import receivers as notifications
         from durable.registry import discover
@@ -21,3 +23,8 @@ class DurableConfig(AppConfig):
         role_audit.connect()
         timezones.connect()
         notifications.connect()
+        security.connect()
+        if apps.is_installed("axes"):  # a host that has not added it yet gets durable.W030, not an ImportError
+            from durable import lockout
+
+            lockout.connect()

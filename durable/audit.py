@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 
+from durable.permissions import Caller, Person
 from durable.models import OperatorAction, Run
 
 
-def acting_user(user: AbstractBaseUser | None) -> AbstractBaseUser | None:
+def acting_user(user: Caller | None) -> Person | None:
     """The user to record as the actor: None for the machine or an anonymous caller."""
     return user if user is not None and user.is_authenticated else None
 
 
-def audit(*, user: AbstractBaseUser | None, action: str, run: Run | None, source: str, status_before: str,
+def audit(*, user: Caller | None, action: str, run: Run | None, source: str, status_before: str,
           status_after: str, reason: str = "", operation_id: str = "", detail: dict[str, Any] | None = None,
           ) -> OperatorAction:
     """Append an operator action to the audit trail, inside the caller's transaction."""

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from durable.permissions import Caller
 from durable.errors import Conflict, InvalidInput
 from durable import services
 from durable.conf import durable_settings
@@ -156,7 +156,7 @@ def plan(*, action: str, selection: Selection) -> BulkResult:
     return BulkResult(spec, True, "", tuple(outcomes), tuple(happened), tuple(in_flight))
 
 
-def perform(*, action: str, selection: Selection, user: AbstractBaseUser, source: str, reason: str,
+def perform(*, action: str, selection: Selection, user: Caller, source: str, reason: str,
             confirmed: dict[UUID, str] | None = None) -> BulkResult:
     """Apply the action to each selected run it applies to, one service call (and audit row) per run.
 

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
@@ -79,8 +80,20 @@ def calls_end_within_the_lease(app_configs: Any = None, **kwargs: Any) -> list[C
 
 
 @register(DURABLE)
+def something_sweeps(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_sweeping(durable_settings.DURABLE_WORKER_SWEEPS, _beat_tasks())
+
+
+@register(DURABLE)
 def settings_are_valid(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return check_settings(settings)
+
+
+@register(Tags.security, DURABLE)
+def logins_lock_out_by_username(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from django.apps import apps
+
+    return check_login_lockout(apps.is_installed("axes"), getattr(settings, "AXES_LOCKOUT_PARAMETERS", None))
 
 
 @register(Tags.database, DURABLE)
@@ -93,7 +106,10 @@ def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = No
 
 @register(Tags.database, DURABLE)
 def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    if not databases:
+    # Only where the drill can run: `durable_drill` belongs to durable.tools, which a host project never installs
+    # (docs/embedding.md), and drills the demo's workflows only. A warning a project cannot clear is noise that
+    # teaches people to silence checks; hosts get W011 back when the drill can run their workflows.
+    if not databases or not apps.is_installed("durable.tools"):
         return []
     return check_drills(registry.all())
 
@@ -102,7 +118,7 @@ def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kw
 
 
 def check_side_effect_keys(workflows: Iterable[Workflow]) -> list[CheckMessage]:
-    """durable.E002/E003/E004, W005: every side effect has a stable business key and is declared."""
+    """durable.E002/E003/E004, W003/W005: every side effect has a stable business key and is declared."""
     return _per_step(workflows, "business keys", _side_effect_messages)
 
 
@@ -124,7 +140,8 @@ def _per_step(workflows: Iterable[Workflow], what: str, messages: StepMessages) 
             except SourceUnavailable as exc:
                 found.append(Warning(
                     f"The source of this step cannot be read ({exc}), so its {what} could not be checked.",
-                    hint="Define each step as a function (def) in a module's source file.",
+                    hint="Define each step as a function (def) in a module's source file "
+                         "(docs/operations.md#launch-checklist).",
                     obj=obj, id="durable.W005"))
                 continue
             found += messages(step, source, obj)
@@ -151,6 +168,18 @@ def _side_effect_messages(step: Step, source: StepSource, obj: str) -> list[Chec
                 hint="Build the key from the run's input or state. A value that must be generated is generated "
                      "once, in ctx.activity(...) or an earlier step, and kept in the state.",
                 obj=obj, id="durable.E003"))
+        elif call.suspects:
+            built = ", ".join(f"{s.call}() at line {s.line}" for s in call.suspects)
+            found.append(Warning(
+                f"The business key of the {where} may be built with {built}: on some path through the step "
+                "(a branch, a loop, a name given several values, a mutated list or dict, an attribute) a random "
+                "or time-based value can reach it, and a key that differs when the step runs again makes the "
+                "action happen twice.",
+                hint="Check the line named. If the value can reach the key, build the key from the run's input "
+                     "or state instead (a value that must be generated is generated once, in ctx.activity(...) or "
+                     "an earlier step, and kept in the state); if it cannot (one name reused for two values), "
+                     "give the random or time-based value a name of its own (docs/operations.md#launch-checklist).",
+                obj=obj, id="durable.W003"))
         if call.first is not None and call.first not in step.side_effects:
             declared = f"only {', '.join(map(repr, step.side_effects))}" if step.side_effects else "none"
             found.append(Error(
@@ -223,9 +252,9 @@ def check_error_classification(downstreams: Iterable[Downstream]) -> list[CheckM
     return [Warning(
         f"Downstream {d.name!r} has no classify(exc): whether its errors are retried is left to durable's "
         "generic HTTP rules.",
-        hint="Add classify(self, exc) -> Classification to the adapter: delegate to "
-             "durable.engine.errors.classify (HTTP statuses, timeouts, errors carrying retryable=) and mark its "
-             "business rejections non-retryable.",
+        hint="Add classify(self, exc) -> Classification to the adapter: delegate to durable.classify (HTTP "
+             "statuses, timeouts, errors carrying retryable=) and mark its business rejections non-retryable "
+             "(docs/ledger-and-reconciliation.md#writing-a-downstream-adapter).",
         obj=f"downstream {d.name!r}", id="durable.W009",
     ) for d in downstreams if not callable(getattr(d, "classify", None))]
 
@@ -265,7 +294,8 @@ def check_declared_versions(workflows: Iterable[Workflow]) -> list[CheckMessage]
                 f"The workflow does not declare {', '.join(missing)}: its runs cannot record what tools, "
                 "prompts and model policy they ran under, nor be held to them when a deploy changes one.",
                 hint="Declare them on the Workflow(...): tool_catalog_version=, prompt_release=, "
-                     "model_policy_version= (the releases it runs under), and a version from 1.",
+                     "model_policy_version= (the releases it runs under; a workflow with no LLM names its own "
+                     "rules' release, or \"none\"), and a version from 1 (docs/workflows.md#releases).",
                 obj=f"{wf.name} v{wf.version}", id="durable.W010"))
     return found
 
@@ -294,7 +324,8 @@ def check_versions_in_flight() -> list[CheckMessage]:
             f"{r.in_flight_total} run(s) of {r.workflow} v{r.version} are in flight, but this code does not "
             "register that version: they will be blocked when resumed.",
             hint="Keep the version registered until `manage.py durable_versions` says it can be retired, "
-                 "or migrate the runs to a version that declares a migration from it.",
+                 "or migrate the runs to a version that declares a migration from it "
+                 "(docs/deploying.md#system-checks-that-guard-a-deploy).",
             obj=f"{r.workflow} v{r.version}", id="durable.W001",
         )
         for r in reports if not r.registered and r.in_flight_total
@@ -332,11 +363,12 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
         hint = (f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
                 "there. It touches only what it creates: its runs belong to an account of its own, its workers "
                 "sweep only those, on a queue of their own, and production's workers leave them alone "
-                "(docs/fault-drill.md)."
+                "(docs/fault-drill.md#the-launch-check)."
                 if not asking else
                 f"The drill does not approve, so it cannot drill a version that waits for a human (step(s) "
                 f"{', '.join(asking)}). Drill a version with the same side effects and no approval, and silence "
-                "this warning knowingly (SILENCED_SYSTEM_CHECKS = ['durable.W011']).")
+                "this warning knowingly (SILENCED_SYSTEM_CHECKS = ['durable.W011']; "
+                "docs/fault-drill.md#the-launch-check).")
         found.append(Warning(
             f"New runs start on {wf.name} v{wf.version}, and no passing fault drill of every fault point and "
             f"side effect ({', '.join(sorted(actions))}) is recorded for its current steps"
@@ -357,7 +389,50 @@ def _last_drill(records: list[Any], wf: Workflow) -> str:
     return f" (the last drill, {when}, armed only {', '.join(last.points)} in {', '.join(last.actions)})"
 
 
+# -- the sweeper -----------------------------------------------------------------------
+
+
+SWEEP_TASK = "durable.sweep"
+
+
+def _beat_tasks() -> set[str]:
+    """The tasks a beat schedule names: the project's CELERY_BEAT_SCHEDULE, or its Celery app's own."""
+    from celery import current_app
+
+    schedules = [getattr(settings, "CELERY_BEAT_SCHEDULE", None) or {}, current_app.conf.beat_schedule or {}]
+    return {str(entry.get("task")) for schedule in schedules for entry in schedule.values() if isinstance(entry, dict)}
+
+
+def check_sweeping(worker_sweeps: bool, beat_tasks: set[str]) -> list[CheckMessage]:
+    """durable.W016: something runs the sweeper; without it a killed worker's runs stay RUNNING for good."""
+    if worker_sweeps or SWEEP_TASK in beat_tasks:
+        return []
+    return [Warning(
+        "Nothing will sweep: DURABLE_WORKER_SWEEPS is off and no beat schedule names durable.sweep, so the runs "
+        "of a worker that dies stay RUNNING, retries never fall due and approvals never expire.",
+        hint="Leave DURABLE_WORKER_SWEEPS on (every worker sweeps in turn), or schedule the durable.sweep task "
+             "every DURABLE_SWEEP_SECONDS with Celery beat, or run `manage.py durable_sweep --loop` "
+             "(docs/operations.md, \"Recovery\").",
+        obj="DURABLE_WORKER_SWEEPS", id="durable.W016")]
+
+
 # -- durable's settings ---------------------------------------------------------------
+
+
+def check_login_lockout(axes_installed: bool, parameters: Any) -> list[CheckMessage]:
+    """durable.W030: login forms lock a username out across addresses (django-axes, docs/embedding.md)."""
+    hint = ('Add "axes" to INSTALLED_APPS, its middleware and backend, and AXES_LOCKOUT_PARAMETERS = '
+            '["username", "ip_address"], as docs/embedding.md shows.')
+    if not axes_installed:
+        return [Warning("django-axes is not installed: nothing locks out a password guesser at the console's, the "
+                        "browsable API's or the admin's login.", hint=hint, id="durable.W030")]
+    flat = {p for parameter in (parameters if isinstance(parameters, (list, tuple)) else [])
+            for p in ([parameter] if isinstance(parameter, str) else [])}
+    if callable(parameters) or isinstance(parameters, str) or "username" in flat:
+        return []  # a callable decides per request: the host chose its own rule
+    return [Warning(f"AXES_LOCKOUT_PARAMETERS is {parameters!r}: a username is never locked out across addresses, "
+                    "so a botnet guessing one password per address is never stopped.", hint=hint,
+                    obj="AXES_LOCKOUT_PARAMETERS", id="durable.W030")]
 
 
 def check_settings(project_settings: Any) -> list[CheckMessage]:

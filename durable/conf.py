@@ -30,8 +30,10 @@ class Setting:
 
 SETTINGS: dict[str, Setting] = {
     # The executor and the sweeper.
-    "DURABLE_LEASE_SECONDS": Setting(60.0, "seconds", "How long a worker's claim on a run lasts without renewal; "
-                                     "another worker may take the run over after it expires."),
+    "DURABLE_LEASE_SECONDS": Setting(10.0, "seconds", "How long a worker's claim on a run lasts without renewal; "
+                                     "the worker's heartbeat renews it every third of it while it holds the run, "
+                                     "and another worker takes the run over once it expires (a killed worker's "
+                                     "runs resume about this long after, docs/operations.md)."),
     "DURABLE_TIME_SLICE_SECONDS": Setting(20.0, "seconds", "How long one task runs a run's steps back to back "
                                           "before it releases the lease and re-enqueues the run."),
     "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
@@ -40,8 +42,12 @@ SETTINGS: dict[str, Setting] = {
                                        "(every step it runs, loops included) before it ends FAILED with "
                                        "`step_budget_exhausted`; a workflow sets its own with "
                                        "`Workflow(max_visits=...)`."),
-    "DURABLE_SWEEP_SECONDS": Setting(5.0, "seconds", "The period of `manage.py durable_sweep --loop` (the "
-                                     "standalone project's beat schedule uses the same value)."),
+    "DURABLE_SWEEP_SECONDS": Setting(2.0, "seconds", "How often the sweeper runs: in the workers (one sweep "
+                                     "per period across all of them), `manage.py durable_sweep --loop` and the "
+                                     "standalone project's beat schedule."),
+    "DURABLE_WORKER_SWEEPS": Setting(True, "flag", "Every Celery worker runs the sweeper in a thread of its own, "
+                                     "taking turns through the database, so no other process is needed; turn "
+                                     "off only when beat or `durable_sweep --loop` sweeps instead (durable.W016)."),
     "DURABLE_PENDING_GRACE_SECONDS": Setting(10.0, "seconds", "How long a ready run may wait for its message "
                                              "before the sweeper sends another copy (then at growing gaps)."),
     "DURABLE_RECONCILE_AFTER_SECONDS": Setting(300.0, "seconds", "How long an operation may stay STARTED before "
@@ -64,16 +70,12 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
                                         "touches only the runs created by this account id; unset in "
                                         "production, whose sweeper leaves tool runs alone.", optional=True),
-    # The console, the API and the logins.
+    # The console and the API (login lockout is django-axes' AXES_* settings: docs/operations.md).
     "DURABLE_STUCK_APPROVAL_HOURS": Setting(24.0, "number", "After how many hours the overview and the alert "
                                             "call a pending approval stuck."),
     "DURABLE_CONSOLE_POLL_SECONDS": Setting(5.0, "seconds", "How often an open console screen asks whether "
                                             "what it shows changed (answered 304 while it did not; "
                                             "docs/console.md gives the cost)."),
-    "DURABLE_LOGIN_ATTEMPTS": Setting(5, "count", "Failed logins allowed per address and username within the "
-                                      "window before the login forms answer 429."),
-    "DURABLE_LOGIN_WINDOW_SECONDS": Setting(900, "count", "The window, in seconds, over which failed logins "
-                                            "are counted."),
     "DURABLE_API_TOKEN_DAYS": Setting(90.0, "number", "How many days a new API token lives, unless it is made "
                                       "with an expiry of its own."),
     "DURABLE_BULK_LIMIT": Setting(500, "count", "The most runs one bulk cancel or retry acts on (the console's "

@@ -23,7 +23,14 @@ class InvalidInput(ServiceError):
 
 
 class Forbidden(ServiceError):
-    """The user may not do this to this object (separation of duties, a missing role)."""
+    """The user may not do this to this object (separation of duties, a missing role).
+
+    `action` names what was refused in the security log, where every 403 is written (durable.security);
+    empty, the log names the endpoint or screen."""
+
+    def __init__(self, message: str, *, action: str = "") -> None:
+        super().__init__(message)
+        self.action = action
 
 
 class Unavailable(ServiceError):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
+
 FIELD_LABELS: dict[str, str] = {
     # runs
     "workflow": "Workflow", "version": "Version", "business_key": "Business key", "status": "Status",
@@ -51,8 +53,10 @@ def _lead(label: str, messages: Any) -> Any:
 class LabelledForm:
     """A form mixin: each field without its own label takes the table's, so no form shows an internal name."""
 
+    fields: dict[str, forms.Field]  # the form's, which this mixes into
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
-        for name, field in self.fields.items():  # type: ignore[attr-defined]
+        super().__init__(*args, **kwargs)
+        for name, field in self.fields.items():
             if field.label is None:
                 field.label = label_for(name)

@@ -7,6 +7,8 @@
   (durable/role_audit.py).
 - `OperatorTimezoneMiddleware` after AuthenticationMiddleware: console pages in the operator's zone
   (durable/console/timezones.py).
+- `RefusalLogMiddleware` after AuthenticationMiddleware: every 403 answered writes one security-log row
+  saying who, what and why (durable/security.py).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from django.utils.cache import add_never_cache_headers
 from durable.api.errors import is_api
 from durable.console.timezones import operator_zone
 from durable.role_audit import request_in_flight
+from durable.security import note_refusal, record_forbidden
 from durable.unavailable import DATABASE_AWAY, database_unavailable
 
 log = logging.getLogger("durable.web")
@@ -90,3 +93,20 @@ class OperatorTimezoneMiddleware:
             return self.get_response(request)
         finally:
             timezone.deactivate()
+
+
+class RefusalLogMiddleware:
+    """Every 403 answered writes one security-log row (kind `forbidden`) with the reason the refusing code gave:
+    a PermissionDenied's message, DRF's `detail`, or `durable.security.refused_because()`."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 403:
+            record_forbidden(request, response)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
+        note_refusal(request, exception)

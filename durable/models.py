@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -269,10 +270,12 @@ class AppendOnlyQuerySet(models.QuerySet):
         raise AppendOnly("audit trail rows cannot be removed")
 
     def bulk_create(self, objs: Any, batch_size: int | None = None, ignore_conflicts: bool = False,
-                    update_conflicts: bool = False, **kwargs: Any) -> list[Any]:
+                    update_conflicts: bool = False, update_fields: Collection[str] | None = None,
+                    unique_fields: Collection[str] | None = None) -> list[Any]:
         if update_conflicts:  # an upsert rewrites the rows it collides with
             raise AppendOnly("audit trail rows cannot be changed")
-        return super().bulk_create(objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts, **kwargs)
+        return super().bulk_create(objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts,
+                                   update_fields=update_fields, unique_fields=unique_fields)
 
 
 class OperatorAction(models.Model):
@@ -305,12 +308,12 @@ class OperatorAction(models.Model):
     def __str__(self) -> str:
         return f"{self.actor_username or 'system'} {self.action} {self.run_id or self.operation_id}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
             raise AppendOnly("audit trail rows cannot be changed")
         # Always an INSERT: a new instance given an existing row's id would otherwise UPDATE that row.
         kwargs["force_insert"] = True
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise AppendOnly("audit trail rows cannot be removed")
@@ -350,11 +353,11 @@ class SecurityEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.username or '-'} {self.action} {self.target}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding or kwargs.get("force_update") or kwargs.get("update_fields"):
             raise AppendOnly("security log rows cannot be changed")
         kwargs["force_insert"] = True
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise AppendOnly("security log rows cannot be removed")
@@ -439,3 +442,47 @@ from durable.notifications.models import (  # noqa: E402,F401
     NotificationEvent,
     NotificationPreference,
 )
+
+
+class Process(models.Model):
+    """A web or worker process that started against this database, and the workflows it loaded.
+
+    Written when the process starts and every PROCESS_BEAT_SECONDS after (last_seen), never per request
+    or step (durable/fleet.py): it is how an error can say which processes lack a workflow and which
+    to restart, and how an operator sees in the admin what is running (docs/operations.md).
+    """
+
+    class Kind(models.TextChoices):
+        WEB = "web"
+        WORKER = "worker"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    workflows = models.JSONField(default=list, help_text='the workflow versions it registered: ["name@version", ...]')
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hostname", "pid"], name="process_host_pid")]
+        indexes = [models.Index(fields=["-last_seen"], name="process_last_seen")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.hostname}:{self.pid}"
+
+
+class SweepTurn(models.Model):
+    """The row the workers' sweeper threads take turns on: whoever moves `due_at` past now sweeps.
+
+    A conditional UPDATE of one row, so one sweep starts per DURABLE_SWEEP_SECONDS across every
+    worker, on SQLite as on Postgres (durable.runtime.sweeper.take_turn). One row per sweeper
+    scope: production's, and one per tool run scoped to its own runs (durable/scope.py), so a
+    benchmark's workers never take production's turn.
+    """
+
+    scope = models.CharField(max_length=40, primary_key=True)
+    due_at = models.DateTimeField()
+    taken_by = models.CharField(max_length=255, blank=True)
+
+    def __str__(self) -> str:
+        return f"next sweep due at {self.due_at:%H:%M:%S} (last taken by {self.taken_by or 'nobody'})"

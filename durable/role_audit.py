@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group, Permission
-from django.db.models import Model
+from django.db.models import ForeignKey, Model
 from django.db.models.signals import m2m_changed
 from django.http import HttpRequest
 
@@ -54,12 +55,13 @@ def _pairs(instance: Model, reverse: bool, model: type[Model], pks: Iterable[Any
 
 
 def _describe(holder: Model, granted: Model) -> dict[str, str]:
+    # The relations watched: a role holds permissions; a user holds roles and permissions.
     if isinstance(holder, Group):
-        return {"role": holder.name, "permission": _permission_name(granted)}
-    detail = {"user": holder.get_username(), "user_id": str(holder.pk)}
+        return {"role": holder.name, "permission": _permission_name(cast(Permission, granted))}
+    detail = {"user": cast(AbstractBaseUser, holder).get_username(), "user_id": str(holder.pk)}
     if isinstance(granted, Group):
         return {**detail, "role": granted.name}
-    return {**detail, "permission": _permission_name(granted)}
+    return {**detail, "permission": _permission_name(cast(Permission, granted))}
 
 
 def _kind(holder: Model, granted: Model) -> str:
@@ -83,7 +85,7 @@ def _on_change(sender: type[Model], instance: Model, action: str, reverse: bool,
 
 def _linked(through: type[Model], instance: Model, model: type[Model]) -> set[Any]:
     """The pks of `model` that `instance` is linked to through the relation's table."""
-    links = [field for field in through._meta.get_fields() if field.many_to_one]
+    links = [field for field in through._meta.get_fields() if isinstance(field, ForeignKey)]  # the table's two
     own = next(field for field in links if field.related_model is instance._meta.concrete_model)
     other = next(field for field in links if field is not own and field.related_model is model._meta.concrete_model)
     return set(through._default_manager.filter(**{own.name: instance}).values_list(other.attname, flat=True))

@@ -1,9 +1,9 @@
 """Which runs this process's sweeper may touch: production's runs, or only the runs one tool created (invariant 14).
 
 A drill, benchmark or scale-out harness pointed at a shared database starts its runs as an
-account of its own (one per invocation, named with TOOL_ACCOUNT_PREFIX: durable.workload.tool_account)
+account of its own (one per invocation, named with TOOL_ACCOUNT_PREFIX: durable.tools.workload.tool_account)
 and its workers with `DURABLE_SCOPE_CREATED_BY` set to that account's id. Their sweeper then
-re-sends, reconciles and expires only those runs' work; their queue is private too, so a
+re-sends, reconciles, expires and notifies only those runs' work; their queue is private too, so a
 message for any other run never reaches them and they claim nothing else. Production leaves the
 setting unset, and its sweeper in turn leaves every tool's runs to that tool's own workers: a
 drill's crashed run is never resumed by a production worker against production's downstreams.

@@ -6,13 +6,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from durable import metrics
+from durable.permissions import Caller
+from durable import fleet, metrics
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.runtime import dispatch
@@ -58,7 +58,7 @@ START_OLDER_VERSION = "durable.start_older_version"
 
 
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
-              user: AbstractBaseUser | None = None, enqueue: bool = True, version: int | None = None,
+              user: Caller | None = None, enqueue: bool = True, version: int | None = None,
               reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
     """Start a run of the current version of `workflow`; returns (run, created).
 
@@ -70,6 +70,9 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
     (or, for in-process tools and tests only, `allow_older_version`; nothing a client sends sets it).
     """
     definition, by_permission = _version_to_start(workflow, version, user, allow_older_version)
+    if by_permission and not reason.strip():
+        raise InvalidInput({"reason": [f"starting {workflow} v{definition.version}, an older version than the "
+                                       "current one, needs a reason: it is audited"]})
     try:
         data = definition.input.model_validate(input)
     except ValidationError as exc:
@@ -101,7 +104,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             )
             if by_permission:
                 audit(user=user, action="start_older_version", run=run, source=source, status_before="",
-                      status_after=run.status, reason=reason,
+                      status_after=run.status, reason=reason.strip(),
                       detail={"version": definition.version, "current_version": registry.current(workflow).version})
             if enqueue:
                 dispatch.enqueue_on_commit(run.id)
@@ -137,14 +140,14 @@ def _active_run(workflow: str, business_key: str, policy: OnActiveBusinessKey) -
     return active
 
 
-def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser | None,
+def _version_to_start(workflow: str, version: int | None, user: Caller | None,
                       allow_older_version: bool) -> tuple[Workflow, bool]:
     """The workflow version a new run starts on, and whether a person's permission to start an older version
     than the current one was used (invariant 12): that start is audited."""
     try:
         current = registry.current(workflow)
-    except UnknownWorkflow as exc:
-        raise InvalidInput({"workflow": [str(exc)]}) from None
+    except UnknownWorkflow:  # which processes have it, and so which ones to restart
+        raise InvalidInput({"workflow": [fleet.not_loaded_here(workflow)]}) from None
     if version is None or version == current.version:
         return current, False
     try:
@@ -157,7 +160,7 @@ def _version_to_start(workflow: str, version: int | None, user: AbstractBaseUser
     if not (user is not None and user.has_perm(START_OLDER_VERSION)):
         raise Forbidden(f"{workflow} v{version} only finishes the runs pinned to it; new runs start on the current "
                         f"version, v{current.version}. Starting an older version needs the "
-                        f"{START_OLDER_VERSION} permission")
+                        f"{START_OLDER_VERSION} permission", action="start_older_version")
     return chosen, True
 
 
@@ -185,7 +188,7 @@ class Batch:
 
 
 def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
-                user: AbstractBaseUser | None, source: str, reason: str, fields: dict[str, Any],
+                user: Caller | None, source: str, reason: str, fields: dict[str, Any],
                 then: Callable[[Run], dict[str, Any] | None] | None = None, batch: Batch | None = None) -> Run:
     """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
     run = Run.objects.filter(id=run_id).first()
@@ -269,7 +272,7 @@ class Cancellation:
         return {**self.findings(), "summary": self.summary()}
 
 
-def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "",
+def cancel_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "",
                batch: Batch | None = None) -> Cancellation:
     """Cancel a run that has not ended, saying what had already happened and what the cancel stopped.
 
@@ -285,7 +288,8 @@ def cancel_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str
         run_id, target=RunStatus.CANCELLED, allowed=CANCELLABLE, action="cancel", user=user,
         source=source, reason=reason, batch=batch,
         fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
-                "finished_at": timezone.now(), "next_attempt_at": None},
+                "finished_at": timezone.now(), "next_attempt_at": None,
+                "error": None},  # a cancelled run did not fail: the errors before it stay in the timeline
         then=stop,
     )
     return replace(found[0], run=run)  # the run as the cancel left it
@@ -319,7 +323,7 @@ def _what_the_cancel_finds(run: Run) -> Cancellation:
     return Cancellation(run, happened, may_have_happened, tuple(stopped))
 
 
-def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "",
+def retry_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "",
               batch: Batch | None = None) -> Run:
     """Run a waiting retry now, or give a failed run another go from its last checkpoint."""
     return _transition(
@@ -329,7 +333,7 @@ def retry_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str,
     )
 
 
-def resume_run(*, run_id: UUID | str, user: AbstractBaseUser | None, source: str, reason: str = "") -> Run:
+def resume_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "") -> Run:
     """Ask a worker to check a blocked run's replay contract again (after the version is deployed)."""
     allowed = sources_of(RunStatus.PENDING) & frozenset({RunStatus.BLOCKED_VERSION})
     return _transition(

@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from durable.permissions import Caller, Person
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.conf import durable_settings
@@ -21,27 +21,27 @@ from durable.models import ApiToken
 
 MANAGE = "durable.manage_apitoken"
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is written at most this often per token
-Actor = AbstractBaseUser | AnonymousUser | None
+Actor = Caller | None
 
 
 def token_lifetime() -> timedelta:
     return timedelta(days=float(durable_settings.DURABLE_API_TOKEN_DAYS))
 
 
-def may_manage(*, by: Actor, owner: AbstractBaseUser) -> bool:
+def may_manage(*, by: Actor, owner: Person) -> bool:
     """Whether `by` may create or revoke `owner`'s tokens: their own, or anyone's with MANAGE."""
     if by is None:
         return True  # a management command, run by someone who holds the server
     return bool(by.is_authenticated and (by.pk == owner.pk or by.has_perm(MANAGE)))
 
 
-def visible_tokens(*, by: AbstractBaseUser) -> QuerySet[ApiToken]:
+def visible_tokens(*, by: Person) -> QuerySet[ApiToken]:
     """The tokens `by` may see and revoke: their own, or everyone's with MANAGE; newest first."""
     tokens = ApiToken.objects.select_related("user", "revoked_by")
     return tokens if by.has_perm(MANAGE) else tokens.filter(user=by)
 
 
-def create_token(*, user: AbstractBaseUser, name: str, expires_at: datetime | None = None, by: Actor = None,
+def create_token(*, user: Person, name: str, expires_at: datetime | None = None, by: Actor = None,
                  source: str) -> tuple[ApiToken, str]:
     """A new token for `user`; returns the row and the token, which is shown now and never again."""
     if not may_manage(by=by, owner=user):

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 from pydantic import ValidationError
 
+from durable.permissions import Caller
 from durable.audit import audit
 from durable.errors import Conflict, InvalidInput
 from durable.runtime import dispatch
@@ -20,7 +20,7 @@ from durable.registry import UnknownWorkflow, registry
 from durable.workflow import Workflow
 
 
-def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser | None, source: str,
+def migrate_run(*, run_id: UUID | str, to_version: int, user: Caller | None, source: str,
                 reason: str = "") -> Run:
     """Move a BLOCKED_VERSION run onto a newer version that declares a migration from its own."""
     run = Run.objects.get(id=run_id)
@@ -40,6 +40,8 @@ def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser |
         raise Conflict(f"{target.name} v{to_version}'s migration maps no step for this run's position "
                        f"{position!r}; it cannot be taken over safely", current=run.status)
     checkpoint = run.checkpoints.order_by("-seq").first()
+    if checkpoint is None:  # every started run has its first; a run without one has nothing to take over
+        raise Conflict("this run has no checkpoint to migrate", current=run.status)
     try:
         state = target.state.model_validate(migration.upcast(dict(checkpoint.state))).model_dump(mode="json")
     except ValidationError as exc:
@@ -51,7 +53,7 @@ def migrate_run(*, run_id: UUID | str, to_version: int, user: AbstractBaseUser |
     return _apply(run, target, new_step, state, checkpoint.seq, user, source, reason)
 
 
-def _apply(run: Run, target: Workflow, new_step: str, state: dict, seq: int, user: AbstractBaseUser | None,
+def _apply(run: Run, target: Workflow, new_step: str, state: dict, seq: int, user: Caller | None,
            source: str, reason: str) -> Run:
     now = timezone.now()
     before = {"workflow_version": run.workflow_version, "step": run.current_step}
@@ -77,7 +79,7 @@ def _apply(run: Run, target: Workflow, new_step: str, state: dict, seq: int, use
     return run
 
 
-def migrate_blocked_runs(*, workflow: str, from_version: int, to_version: int, user: AbstractBaseUser | None,
+def migrate_blocked_runs(*, workflow: str, from_version: int, to_version: int, user: Caller | None,
                          source: str, reason: str = "") -> tuple[list[Run], dict[str, str]]:
     """Migrate every blocked run of a version; returns the migrated runs and why others were refused."""
     migrated, refused = [], {}

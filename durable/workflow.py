@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -14,7 +14,14 @@ from durable.engine.graph import Graph, Route
 from durable.engine.topology import shapes_to_json
 from durable.engine.retry import RetryPolicy
 
-StepFn = Callable[[Any, BaseModel], BaseModel | Route | None]
+# (ctx, state) -> the new state (or None when it mutated the one given), or the route it takes (wf.goto,
+# wf.finish). The state is the workflow's own model: Any here, so that a step annotated with it
+# (`state: ClaimState`) is accepted as it is.
+StepFn = Callable[[Any, Any], BaseModel | Route | None]
+# The decorators return what they were given, so a step keeps its own signature for its callers.
+StepFnT = TypeVar("StepFnT", bound=StepFn)
+InitialStateT = TypeVar("InitialStateT", bound=Callable[[Any], BaseModel])
+OutputT = TypeVar("OutputT", bound=Callable[[Any], Any])
 
 
 @dataclass(frozen=True)
@@ -64,10 +71,19 @@ class Workflow:
     # The most step visits a run may make (its step budget); None: DURABLE_MAX_STEP_VISITS.
     max_visits: int | None = None
     steps: list[Step] = field(default_factory=list)
-    _initial_state: Callable[[BaseModel], BaseModel] | None = None
-    _output: Callable[[BaseModel], Any] | None = None
+    _initial_state: Callable[[Any], BaseModel] | None = None
+    _output: Callable[[Any], Any] | None = None
     # The graph and the steps by name, built again only when a step was declared since.
     _built: tuple[int, Graph, dict[str, Step]] | None = field(default=None, repr=False, compare=False)
+
+    @overload
+    def step(self, fn: StepFnT, *, name: str | None = None, side_effects: tuple[str, ...] | list[str] = (),
+             retry: RetryPolicy | None = None, next: tuple[str, ...] | list[str] | str = ()) -> StepFnT: ...
+
+    @overload
+    def step(self, fn: None = None, *, name: str | None = None, side_effects: tuple[str, ...] | list[str] = (),
+             retry: RetryPolicy | None = None,
+             next: tuple[str, ...] | list[str] | str = ()) -> Callable[[StepFnT], StepFnT]: ...
 
     def step(self, fn: StepFn | None = None, *, name: str | None = None,
              side_effects: tuple[str, ...] | list[str] = (), retry: RetryPolicy | None = None,
@@ -75,7 +91,7 @@ class Workflow:
         """Declare a step: `@wf.step`, `@wf.step(side_effects=["refund"], retry=RetryPolicy(...))`, or
         `@wf.step(next=["act", "answer"])` for a step that chooses where the run goes (`wf.goto`)."""
 
-        def register(f: StepFn) -> StepFn:
+        def register(f: StepFnT) -> StepFnT:
             step_name = name or f.__name__
             if any(s.name == step_name for s in self.steps):
                 raise ValueError(f"workflow {self.name} v{self.version} already has a step {step_name!r}")
@@ -96,12 +112,12 @@ class Workflow:
         """What a step returns to end the run now, from any step."""
         return Route(None, state)
 
-    def initial_state(self, fn: Callable[[BaseModel], BaseModel]) -> Callable[[BaseModel], BaseModel]:
+    def initial_state(self, fn: InitialStateT) -> InitialStateT:
         """Declare how the first state is built from the validated input."""
         self._initial_state = fn
         return fn
 
-    def output(self, fn: Callable[[BaseModel], Any]) -> Callable[[BaseModel], Any]:
+    def output(self, fn: OutputT) -> OutputT:
         """Declare the run's output, computed from the final state."""
         self._output = fn
         return fn

@@ -15,5 +15,5 @@ def unknown_badge(request: HttpRequest) -> int | None:
     if not can_see_contents(request.user):
         return None
     if not hasattr(request, "unknown_operations"):
-        request.unknown_operations = SideEffect.objects.filter(status=Op.UNKNOWN).count()  # type: ignore[attr-defined]
-    return request.unknown_operations  # type: ignore[attr-defined]
+        request.unknown_operations = SideEffect.objects.filter(status=Op.UNKNOWN).count()  # type: ignore[attr-defined]  # counted once per request, kept on it
+    return request.unknown_operations  # type: ignore[attr-defined]  # as above

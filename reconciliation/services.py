@@ -4,10 +4,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from durable.permissions import Caller
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, InvalidInput, Unavailable
 from durable import logs, metrics
@@ -44,7 +44,7 @@ def _target(outcome: str, external_ref: str, follow_up: str, reason: str) -> Op:
     return Op.FAILED_RETRYABLE if follow_up == RETRY else Op.FAILED_FINAL
 
 
-def resolve_operation(*, operation_id: str, user: AbstractBaseUser | None, outcome: str, reason: str,
+def resolve_operation(*, operation_id: str, user: Caller | None, outcome: str, reason: str,
                       external_ref: str = "", result: dict[str, Any] | None = None, follow_up: str = "",
                       source: str) -> SideEffect:
     """Settle an UNKNOWN operation by hand; the run continues from its checkpoint once none is left."""

@@ -11,7 +11,6 @@ from http import HTTPStatus
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,11 +22,12 @@ from durable.conf import durable_settings
 from durable.console import live
 from durable.console.paging import page_marker
 from durable.console.rendering import ActionOutcome, fragment_or_page, next_page_link
+from durable.console.requests import ConsoleRequest
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
-from durable.permissions import contents_required
+from durable.permissions import contents_required, permission_required
 from reconciliation.forms import QueuePage, ResolveForm
 from durable.engine.ledger import Reconciliation as Decision
 from durable.runtime.reconciler import Finding
@@ -59,7 +59,7 @@ SETTLED = {
 @contents_required
 @require_safe
 @live.live(lambda request: queue_state(PAGE, _page_after(request)))
-def operations(request: HttpRequest) -> HttpResponse:
+def operations(request: ConsoleRequest) -> HttpResponse:
     page = QueuePage(request.GET)
     # A bad marker shows its error and no operations, rather than the first page as if it were the asked one.
     found = awaiting_reconciliation(PAGE, page.cleaned_data["after"]) if page.is_valid() else []
@@ -74,16 +74,16 @@ def operations(request: HttpRequest) -> HttpResponse:
 @contents_required
 @require_safe
 @live.live(lambda request, operation_id: operation_state(operation_id))
-def operation(request: HttpRequest, operation_id: str) -> HttpResponse:
+def operation(request: ConsoleRequest, operation_id: str) -> HttpResponse:
     return fragment_or_page(request, "reconciliation/_operation_live.html", "reconciliation/operation.html",
                             _page(request, _operation(operation_id)))
 
 
 # Asking and resolving show the operation too, so they need the contents rule and the permission to resolve.
 @contents_required
-@permission_required(RESOLVE, raise_exception=True)
+@permission_required(RESOLVE)
 @require_POST
-def lookup(request: HttpRequest, operation_id: str) -> HttpResponse:
+def lookup(request: ConsoleRequest, operation_id: str) -> HttpResponse:
     row = _operation(operation_id)
     try:
         finding = ask_downstream(operation=row)
@@ -97,9 +97,9 @@ def lookup(request: HttpRequest, operation_id: str) -> HttpResponse:
 
 
 @contents_required
-@permission_required(RESOLVE, raise_exception=True)
+@permission_required(RESOLVE)
 @require_POST
-def resolve(request: HttpRequest, operation_id: str) -> HttpResponse:
+def resolve(request: ConsoleRequest, operation_id: str) -> HttpResponse:
     row = _operation(operation_id)
     form = ResolveForm(request.POST)
     if not form.is_valid():
@@ -121,12 +121,12 @@ def resolve(request: HttpRequest, operation_id: str) -> HttpResponse:
     return redirect("reconciliation:operation", resolved.operation_id)
 
 
-def _page_after(request: HttpRequest) -> tuple[Any, str] | None:
+def _page_after(request: ConsoleRequest) -> tuple[Any, str] | None:
     page = QueuePage(request.GET)
     return page.cleaned_data["after"] if page.is_valid() else None
 
 
-def _refused(request: HttpRequest, row: SideEffect, form: ResolveForm) -> HttpResponse:
+def _refused(request: ConsoleRequest, row: SideEffect, form: ResolveForm) -> HttpResponse:
     outcome = ActionOutcome("error", "Nothing was resolved: correct the form and resolve again.")
     return _resolution_answer(request, row, HTTPStatus.BAD_REQUEST, form=form, outcome=outcome)
 
@@ -152,14 +152,14 @@ def _suggested(row: SideEffect, finding: Finding) -> ResolveForm | None:
                                 "result": json.dumps(finding.found.result, indent=2, sort_keys=True)})
 
 
-def _answer(request: HttpRequest, row: SideEffect, status: HTTPStatus, panel_template: str,
+def _answer(request: ConsoleRequest, row: SideEffect, status: HTTPStatus, panel_template: str,
             **panels: dict[str, Any]) -> HttpResponse:
     """One panel for htmx, else the whole page around it, with the answer's status."""
     context = _page(request, row, **panels)
     return render(request, panel_template if request.htmx else "reconciliation/operation.html", context, status=status)
 
 
-def _resolution_answer(request: HttpRequest, row: SideEffect, status: HTTPStatus, **panel: Any) -> HttpResponse:
+def _resolution_answer(request: ConsoleRequest, row: SideEffect, status: HTTPStatus, **panel: Any) -> HttpResponse:
     """The operation's live region (its state now, the outcome, the resolution panel) for htmx, else the page."""
     live.stamp(request, operation_state(row.operation_id))  # the region shows this state: its next poll is a 304
     response = _answer(request, row, status, "reconciliation/_operation_live.html",
@@ -171,7 +171,7 @@ def _operation(operation_id: str) -> SideEffect:
     return get_object_or_404(SideEffect.objects.select_related("run", "resolved_by"), operation_id=operation_id)
 
 
-def _page(request: HttpRequest, row: SideEffect, *, lookup: dict[str, Any] | None = None,
+def _page(request: ConsoleRequest, row: SideEffect, *, lookup: dict[str, Any] | None = None,
           resolution: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "operation": row,
@@ -189,7 +189,7 @@ def _lookup_panel(row: SideEffect, *, finding: Finding | None = None, error: str
             "lookup_error": error, "suggested": suggested, "asked_at": timezone.now()}
 
 
-def _resolution_panel(request: HttpRequest, row: SideEffect, *, form: ResolveForm | None = None,
+def _resolution_panel(request: ConsoleRequest, row: SideEffect, *, form: ResolveForm | None = None,
                       outcome: ActionOutcome | None = None) -> dict[str, Any]:
     return {
         "actions": operation_actions(row),

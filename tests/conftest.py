@@ -84,6 +84,14 @@ def api_token(user: User, name: str = "test client") -> str:
 ALL_RUN_PERMS = ("durable.view_run", "durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run")
 
 
+def assert_unauthenticated(response, detail: str = "Authentication credentials were not provided.") -> None:
+    """An API call without valid credentials: 401 naming the scheme to use, never 403. DRF answers 401 when its
+    first authenticator (ours, durable.api.authentication.ApiTokenAuthentication) names a WWW-Authenticate
+    scheme, and it does: "Token"."""
+    assert (response.status_code, response["WWW-Authenticate"]) == (401, "Token")
+    assert response.json()["detail"] == detail
+
+
 @pytest.fixture
 def operator(db) -> User:
     return make_user("operator", *ALL_RUN_PERMS)
@@ -113,7 +121,9 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
     """A real Celery worker process shared by the integration tests that don't kill it."""
     settings.DURABLE_SANDBOX_URL = sandbox_server.url
     with django_db_blocker.unblock():
-        worker = WorkerProcess(env={"DURABLE_LEASE_SECONDS": "5"}, log_path=worker_log_dir / "session.log")
+        # It lives through every test: its sweeper thread would re-send other tests' runs to its queue.
+        worker = WorkerProcess(env={"DURABLE_LEASE_SECONDS": "5", "DURABLE_WORKER_SWEEPS": "false"},
+                               log_path=worker_log_dir / "session.log")
         worker.start()
     yield worker
     worker.stop()
@@ -147,7 +157,7 @@ def _drop_unconsumed_queue():
 
 @pytest.fixture(autouse=True)
 def _fresh_throttles():
-    """Login and API throttles count in the cache; each test starts with none spent."""
+    """API throttles count in the cache; each test starts with none spent (login lockout is in the database)."""
     from django.core.cache import cache
 
     cache.clear()

@@ -16,7 +16,7 @@ from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.engine.states import RunStatus
-from durable.models import ApiToken, Checkpoint, JournalEntry, NotificationPreference, Run, SideEffect
+from durable.models import ApiToken, Checkpoint, JournalEntry, NotificationPreference, Run, SecurityEvent, SideEffect
 from durable.roles import OPERATOR
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, user_with_roles
@@ -184,3 +184,24 @@ def logged_in(user: User, **client_options: Any) -> Client:
     client = Client(**client_options)
     client.force_login(user)
     return client
+
+
+def security_log_mark() -> int:
+    """Where the security log is now: refusals_since(mark) returns what was written after it."""
+    return SecurityEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def refusals_since(mark: int) -> list[SecurityEvent]:
+    return list(SecurityEvent.objects.filter(id__gt=mark).order_by("id"))
+
+
+def assert_one_refusal_logged(mark: int, *, username: str, path: str, action: str = "", says: str = "") -> None:
+    """Exactly one row since `mark`, kind forbidden, naming the user, the path, the action (or the endpoint)
+    and a reason the refusing code gave (not the middleware's fallback for a refusal that gave none)."""
+    rows = refusals_since(mark)
+    assert len(rows) == 1, f"{path}: {len(rows)} security-log rows for one 403"
+    row = rows[0]
+    assert (row.kind, row.username, row.target) == ("forbidden", username, path.split("?")[0][:100]), row
+    assert row.action and (not action or row.action == action), row.action
+    assert row.reason and "gave no reason" not in row.reason, f"{path}: {row.reason!r}"
+    assert says.lower() in row.reason.lower(), row.reason

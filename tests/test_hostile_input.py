@@ -249,7 +249,8 @@ def test_a_run_input_is_bounded_by_the_body_limit_and_by_its_workflows_input_mod
     runs = reverse("api:run-list")
     too_long = {**START["input"], "customer_message": "m" * 4001}  # the claims-agent's cap is 4,000
     assert refusal(post_json(api, runs, {**START, "input": too_long}), "input", "customer_message") == ""
-    uncapped = {"workflow": vw.NAME, "version": 1, "business_key": "big", "input": {"order_id": ""}}
+    uncapped = {"workflow": vw.NAME, "version": 1, "reason": "big input", "business_key": "big",
+                "input": {"order_id": ""}}
     order_id = "o" * (LIMIT - len(json.dumps(uncapped)))  # the body is exactly the limit
     older = APIClient()  # v1 of the test workflow takes an uncapped input; starting it needs its permission
     older.force_authenticate(make_user("older-starter", *ALL_RUN_PERMS, "durable.start_older_version"))

@@ -17,7 +17,16 @@ from django.test import Client
 from approvals.models import ApprovalRequest
 from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
 from tests.conftest import api_token, user_with_roles
-from tests.endpoints import World, api_target, build_world, console_target, logged_in, written
+from tests.endpoints import (
+    World,
+    api_target,
+    assert_one_refusal_logged,
+    build_world,
+    console_target,
+    logged_in,
+    security_log_mark,
+    written,
+)
 from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
@@ -70,6 +79,13 @@ def post(user, route: str, url: str, body: dict):
     return logged_in(user).post(url, body)
 
 
+def answered(route: str) -> int:
+    """The status a granted request gets: the API's 200; a console form redirects to the page it acted on,
+    except the pages that show their result in place (a bulk action's report, the downstream's answer)."""
+    shown_in_place = route.startswith("durable:bulk-") or route == "reconciliation:lookup"
+    return 200 if route.startswith("api:") or shown_in_place else 302
+
+
 def users_without(permission: str) -> list:
     """Each role that lacks `permission` on its own, and one user holding all of them together."""
     lacking = [role for role, permissions in ROLES.items() if permission not in permissions]
@@ -95,7 +111,8 @@ def test_without_the_role_a_link_to_someone_elses_object_is_refused_and_changes_
     assert written() == before
     # The same link and body work for someone whose role grants it: the refusal was the role's.
     allowed = with_token(user_with_roles("allowed", granting_role(permission)))
-    assert post(allowed, route, url, body).status_code in (200, 302)
+    assert post(allowed, route, url, body).status_code == answered(route)
+    assert written() != before, f"{does} through {url} wrote nothing for a user whose role grants it"
 
 
 STARTER_CHANNELS = [("api:approval-reject", "reject"), ("approvals:decide", "approve"), ("approvals:decide", "reject")]
@@ -106,10 +123,11 @@ def test_the_runs_starter_cannot_decide_its_approval_even_holding_the_approver_r
     """The API's approve and the console's htmx approve are covered in tests/approvals; these are the others."""
     world.owner.groups.add(Group.objects.get(name=APPROVER))
     url, body = target(route, verdict, world)
-    before = written()
+    before, mark = written(), security_log_mark()
     response = post(world.owner, route, url, body)
     assert response.status_code == 403 and b"you cannot decide its approval" in response.content.lower()
     assert written() == before
+    assert_one_refusal_logged(mark, username=world.owner.username, path=url, says="you cannot decide its approval")
 
 
 @pytest.mark.parametrize("route", ["api:approval-approve", "approvals:decide"])

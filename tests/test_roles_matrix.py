@@ -2,12 +2,13 @@
 
 A role is allowed an endpoint when it holds every permission the endpoint needs; then the
 answer is anything but 403 (bodies here are often incomplete, so 400 is an allowed answer).
-Otherwise the answer is 403. Anonymous callers go to the login page, or get 401/403 from the API.
+Otherwise the answer is 403. Anonymous callers go to the login page, or get the API's 401 asking for a token.
 """
 from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.urls import resolve
 
 from approvals.models import ApprovalRequest
 from durable.models import ApiToken, Run, SideEffect
@@ -15,6 +16,7 @@ from durable.permissions import CONTENTS_PERMISSIONS as CONTENTS
 from durable.roles import ROLES
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, make_user, user_with_roles
+from tests.endpoints import assert_one_refusal_logged, refusals_since, routes, security_log_mark
 
 pytestmark = pytest.mark.django_db
 
@@ -116,7 +118,7 @@ def test_anonymous_callers_go_to_login_or_are_refused_by_the_api(objects):
     for method, path, _ in endpoints(*objects):
         response = call(client, method, path)
         if path.startswith("/api/"):
-            ok = response.status_code in (401, 403)
+            ok = (response.status_code, response.get("WWW-Authenticate")) == (401, "Token")
         else:
             ok = response.status_code == 302 and response["Location"].startswith("/accounts/login/")
         if not ok:
@@ -129,3 +131,35 @@ def test_a_user_with_no_role_is_refused_everywhere_but_their_own_tokens(objects)
     client.force_login(user_with_roles("nobody"))
     refused = [call(client, method, path).status_code for method, path, needs in endpoints(*objects) if needs]
     assert set(refused) == {403}
+
+
+@pytest.mark.parametrize("role", [*ROLES, None, "anonymous"], ids=[*ROLES, "no-role", "anonymous"])
+def test_every_403_writes_one_security_log_row_naming_who_what_and_why(objects, role):
+    """Walks every endpoint and form above as each role, with no role, and anonymously: each 403 wrote exactly
+    one row (user, action or endpoint, path, a reason the refusing code gave); no other answer wrote one."""
+    client, username = Client(), ""
+    if role != "anonymous":
+        user = user_with_roles(f"as-{role}", *([role] if role else []))
+        client.force_login(user)
+        username = user.username
+    refused = 0
+    for method, path, _ in endpoints(*objects):
+        mark = security_log_mark()
+        if call(client, method, path).status_code == 403:
+            assert_one_refusal_logged(mark, username=username, path=path)
+            refused += 1
+        else:
+            assert not [row for row in refusals_since(mark) if row.kind == "forbidden"], f"{method} {path}"
+    assert refused > 0 or role in ("admin", "anonymous")  # anonymous: the login page, or the API's 401
+
+
+# Routes that refuse no logged-in user (the login pages, the API's index and schema), and /metrics, whose
+# refusals (a wrong token, a missing permission) tests/durable/test_refusal_log.py checks.
+NEVER_REFUSE = {"durable:login", "durable:logout", "rest_framework:login", "rest_framework:logout", "api:api-root",
+                "schema", "metrics"}
+
+
+def test_the_walk_reaches_every_route_that_can_refuse(objects):
+    """A new screen or endpoint that is not in endpoints() above fails here, so its 403s are checked too."""
+    walked = {resolve(path.split("?")[0]).view_name for _, path, _ in endpoints(*objects)}
+    assert {route.name for route in routes()} - walked - NEVER_REFUSE == set()

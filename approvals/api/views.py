@@ -23,6 +23,7 @@ from approvals.selectors import filter_requests
 from durable.api.errors import LabelledErrors, service_errors
 from durable.api.permissions import ActionPermission
 from durable.engine.approvals import Verdict, differences
+from durable.permissions import signed_in
 
 VIEW, DECIDE = "approvals.view_approvalrequest", services.DECIDE_PERMISSION
 PERMISSIONS = {"list": VIEW, "retrieve": VIEW, "revalidation": VIEW, "approve": DECIDE, "reject": DECIDE}
@@ -83,7 +84,7 @@ class ApprovalViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveMode
         payload = DecideSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         with service_errors():
-            decided = services.decide(request_id=approval.id, user=request.user, verdict=verdict, source="api",
+            decided = services.decide(request_id=approval.id, user=signed_in(request.user), verdict=verdict, source="api",
                                       http_request=request,
                                       **payload.validated_data)
         return Response(ApprovalDetailSerializer(decided).data)

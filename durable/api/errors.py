@@ -18,6 +18,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from durable.labels import labelled
+from durable.security import refused_because
 
 
 class ConflictError(APIException):
@@ -43,7 +44,9 @@ def service_errors() -> Iterator[None]:
     except Conflict as exc:
         raise ConflictError(exc) from None
     except Forbidden as exc:
-        raise PermissionDenied(str(exc)) from None
+        denied = PermissionDenied(str(exc))
+        denied.action = exc.action  # type: ignore[attr-defined]  # named in the security log's row
+        raise denied from None
     except Unavailable as exc:
         raise UnavailableError(str(exc)) from None
 
@@ -91,6 +94,8 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 def labelled_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's handler, with a 400's messages led by each field's label (durable.labels), keys left as sent."""
     response = drf_exception_handler(exc, context)
+    if isinstance(exc, PermissionDenied) and "request" in context:  # the 403's row in the security log says why
+        refused_because(context["request"], str(exc.detail), getattr(exc, "action", ""))
     if response is not None and response.status_code == status.HTTP_400_BAD_REQUEST:
         response.data = labelled(response.data)
     return response

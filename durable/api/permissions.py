@@ -24,7 +24,7 @@ def needed_permission(request: Request, view: APIView, permissions: dict[str, st
     has no action: a logged-in client is told 405 with the Allow header, not a misleading 403."""
     action = getattr(view, "action", None)
     if action is None and request.user and request.user.is_authenticated:
-        raise MethodNotAllowed(request.method)
+        raise MethodNotAllowed(request.method or "")
     return permissions.get(action or "")
 
 
@@ -40,6 +40,9 @@ class ActionPermission(BasePermission):
         if not (request.user and request.user.is_authenticated):
             return False
         needed = needed_permission(request, view, self.permissions)
+        # DRF answers a refusal with `message`: it names what is missing (and goes to the security log).
+        self.message = (f"this needs the {needed} permission, which your account lacks" if needed else
+                        f"the action {getattr(view, 'action', None)!r} is not one this endpoint offers")
         return needed is not None and request.user.has_perm(needed)
 
 

@@ -7,7 +7,7 @@ a downstream they must ask did not answer.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -50,7 +50,7 @@ class AutoSchema(SpectacularAutoSchema):
             errors["503"] = UNAVAILABLE
         return errors
 
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+    def _get_response_bodies(self, direction: Literal["request", "response"] = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction == "response":
             for code, response in self._error_responses().items():

@@ -1,6 +1,8 @@
 """API payloads: what clients send and what they get back."""
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
@@ -12,7 +14,7 @@ class TextJSONField(serializers.JSONField):
     """A JSONField whose value the database can store (durable.engine.json_values): nested at most
     MAX_JSON_DEPTH, with no NaN or Infinity, no NUL character and no lone surrogate."""
 
-    def to_internal_value(self, data: object) -> object:
+    def to_internal_value(self, data: Any) -> Any:  # anything a client sent; a JSON value back
         try:
             if self.binary or getattr(data, "is_json_string", False):  # a form-encoded field's JSON text
                 return parse_json(data.decode() if isinstance(data, bytes) else str(data))

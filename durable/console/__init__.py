@@ -1,1 +1,2 @@
-"""The operator console's run screens (read-only here; the console issue adds actions)."""
+"""The operator console: the screens on runs and the actions they post, search, bulk actions, the audit trail,
+an operator's preferences and API tokens."""

@@ -9,15 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 
+from durable.permissions import Caller
 from durable import services, versions
 from durable.console.forms import ActionForm, MigrateForm
 from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.registry import registry
 
-Perform = Callable[[Run, AbstractBaseUser, dict[str, Any]], tuple[Run, str]]  # the run, and what happened
+Perform = Callable[[Run, Caller, dict[str, Any]], tuple[Run, str]]  # the run, and what happened
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class RunAction:
             return MigrateForm(data, versions=migration_targets(run))
         return ActionForm(data)
 
-    def offered(self, run: Run, user: AbstractBaseUser) -> bool:
+    def offered(self, run: Run, user: Caller) -> bool:
         if not user.has_perm(self.permission) or run.status not in self.statuses:
             return False
         return self.name != "migrate" or bool(migration_targets(run))
@@ -51,18 +51,18 @@ def migration_targets(run: Run) -> list[int]:
 
 
 def _steer(service: Callable[..., Run], done: str) -> Perform:
-    def perform(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Run, str]:
+    def perform(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, str]:
         return service(run_id=run.id, user=user, source="console", reason=data["reason"]), done
     return perform
 
 
-def _cancel(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Run, str]:
+def _cancel(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, str]:
     """What the cancel found is the message: a refund already paid is named, with its reference."""
     cancellation = services.cancel_run(run_id=run.id, user=user, source="console", reason=data["reason"])
     return cancellation.run, cancellation.summary()
 
 
-def _migrate(run: Run, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[Run, str]:
+def _migrate(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, str]:
     return versions.migrate_run(run_id=run.id, to_version=data["to_version"], user=user, source="console",
                                 reason=data["reason"]), "Migrated. The run continues on the new version."
 
@@ -83,6 +83,6 @@ ACTIONS: dict[str, RunAction] = {action.name: action for action in (
 )}
 
 
-def offered_actions(run: Run, user: AbstractBaseUser) -> list[RunAction]:
+def offered_actions(run: Run, user: Caller) -> list[RunAction]:
     """The actions this user may take on this run in its current status."""
     return [action for action in ACTIONS.values() if action.offered(run, user)]

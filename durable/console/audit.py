@@ -11,7 +11,7 @@ from itertools import chain
 from typing import Any
 
 from django import forms
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import (
     HttpRequest,
@@ -19,16 +19,18 @@ from django.http import (
     HttpResponseBadRequest,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from durable.console.paging import page_marker, read_page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
+from durable.console.requests import ConsoleRequest
 from durable.console.spreadsheet import inert
 from durable.labels import LabelledForm
 from durable.models import OperatorAction
-from durable.permissions import can_see_contents
+from durable.permissions import can_see_contents, permission_required
 
 VIEW = "durable.view_operatoraction"
 CONTENTS_HIDDEN = "(hidden: the ledger's contents need view_checkpoint, view_journalentry and view_sideeffect)"
@@ -64,7 +66,7 @@ class AuditFilters(LabelledForm, forms.Form):
         return marker
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or self.cleaned_data  # Form.clean returns it; an override may return None
         since, until = cleaned.get("since"), cleaned.get("until")
         if since and until and since > until:
             raise forms.ValidationError("'From' is after 'To': no action can fall in that range")
@@ -96,9 +98,9 @@ def _start_of(day: date) -> datetime:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
-def trail(request: HttpRequest) -> HttpResponse:
+def trail(request: ConsoleRequest) -> HttpResponse:
     filters = AuditFilters(request.GET)
     # A bad filter shows its error and no actions, rather than the whole trail as if unfiltered.
     found = filters.page() if filters.is_valid() else []
@@ -131,9 +133,9 @@ def _export_url(request: HttpRequest) -> str:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
-def export(request: HttpRequest) -> HttpResponse:
+def export(request: HttpRequest) -> HttpResponseBase:
     filters = AuditFilters(request.GET)
     if not filters.is_valid():
         return HttpResponseBadRequest(f"Nothing was exported; correct the filters:\n{filters.errors.as_text()}\n",

@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from django import forms
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -28,6 +28,7 @@ from durable.console.fields import TOO_LONG, ReasonField
 from durable.engine.states import RunStatus
 from durable.labels import LabelledForm
 from durable.models import Run
+from durable.permissions import permission_required
 
 VIEW = "durable.view_run"
 SHOWN = 20  # runs listed per outcome before "and N more"
@@ -102,7 +103,7 @@ def filter_query(request: HttpRequest) -> str:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_http_methods(["GET", "HEAD", "POST"])
 def bulk_action(request: HttpRequest, action: str) -> HttpResponse:
     spec = ACTIONS[action]  # the URLs name only bulk actions; the permission is the single-run action's

@@ -37,4 +37,4 @@ class ReasonField(forms.CharField):
 
     def to_python(self, value: Any) -> str:
         # Line breaks as the page counted them (one each), so what fits the counter fits the limit.
-        return super().to_python(value).replace("\r\n", "\n")
+        return (super().to_python(value) or "").replace("\r\n", "\n")  # None only with empty_value=None

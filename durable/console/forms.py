@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from django import forms
@@ -47,4 +47,4 @@ class MigrateForm(ActionForm):
 
     def __init__(self, *args: Any, versions: list[int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["to_version"].choices = [(v, f"v{v}") for v in versions]
+        cast(forms.TypedChoiceField, self.fields["to_version"]).choices = [(v, f"v{v}") for v in versions]

@@ -18,6 +18,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
 
+from durable.console.requests import ConsoleRequest
+
 NavCount = Callable[[HttpRequest], Any]
 State = Callable[..., Any]
 
@@ -33,12 +35,12 @@ def nav_count(count: NavCount) -> NavCount:
     return count
 
 
-def stamp(request: HttpRequest, state: Any) -> str:
+def stamp(request: ConsoleRequest, state: Any) -> str:
     """The version (a quoted ETag) of what `request`'s user sees in this state; kept on the request for
     the template that renders the region."""
     seen = (request.user.pk, [count(request) for count in NAV_COUNTS], state)
     version = f'"{hashlib.blake2b(repr(seen).encode(), digest_size=12).hexdigest()}"'
-    request.live_version = version  # type: ignore[attr-defined]
+    request.live_version = version
     return version
 
 
@@ -46,17 +48,17 @@ def live(state: State) -> Callable[[Callable[..., HttpResponse]], Callable[..., 
     """Decorate a GET view whose page holds a live region; `state(request, *args, **kwargs)` is the cheap read."""
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: ConsoleRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             # Kept on the request, so that a view which shows what the state read (the inbox's tab counts)
             # need not read it a second time.
-            request.live_state = state(request, *args, **kwargs)  # type: ignore[attr-defined]
-            version = stamp(request, request.live_state)  # type: ignore[attr-defined]
+            request.live_state = state(request, *args, **kwargs)
+            version = stamp(request, request.live_state)
             return not_modified(request, version) or tagged(view(request, *args, **kwargs), request)
         return wrapper
     return decorate
 
 
-def not_modified(request: HttpRequest, version: str) -> HttpResponse | None:
+def not_modified(request: ConsoleRequest, version: str) -> HttpResponse | None:
     """304 when the polling region already shows `version`; None when it must be rendered."""
     if not (request.htmx and version in parse_etags(request.headers.get("If-None-Match", ""))):
         return None

@@ -14,7 +14,7 @@ from durable.console.forms import RunsQuery
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
-def _latest(model: type, field: str) -> Subquery:
+def _latest(model: type[JournalEntry] | type[Checkpoint] | type[SideEffect], field: str) -> Subquery:
     """The newest `field` of the run's rows in `model` (append-only tables grow; the ledger's rows change)."""
     rows = model.objects.filter(run_id=OuterRef("id")).order_by().values("run_id")
     return Subquery(rows.annotate(latest=Max(field)).values("latest"))

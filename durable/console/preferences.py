@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 from durable.errors import InvalidInput
 from durable.console import timezones
 from durable.labels import LabelledForm
+from durable.permissions import signed_in
 
 
 class TimeZoneForm(LabelledForm, forms.Form):
@@ -33,7 +34,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _page(request, form, status=HTTPStatus.BAD_REQUEST)
     try:
-        saved = timezones.set_time_zone(user=request.user, time_zone=form.cleaned_data["time_zone"].strip())
+        saved = timezones.set_time_zone(user=signed_in(request.user), time_zone=form.cleaned_data["time_zone"].strip())
     except InvalidInput as exc:
         form.add_error("time_zone", exc.errors["time_zone"])
         return _page(request, form, status=HTTPStatus.BAD_REQUEST)

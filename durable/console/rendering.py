@@ -9,6 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
+from durable.console.requests import ConsoleRequest
+
 
 @dataclass(frozen=True)
 class ActionOutcome:
@@ -18,7 +20,7 @@ class ActionOutcome:
     message: str
 
 
-def fragment_or_page(request: HttpRequest, fragment: str, page: str, context: dict[str, Any],
+def fragment_or_page(request: ConsoleRequest, fragment: str, page: str, context: dict[str, Any],
                      status: int = HTTPStatus.OK) -> HttpResponse:
     """htmx asked for the rows (or a panel); a browser for the whole page.
 

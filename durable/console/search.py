@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 from django.urls import reverse
 from rest_framework import serializers
@@ -25,7 +24,7 @@ from durable.console.forms import read_page_marker
 from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.search import LINE, fold
 from durable.models import Run, RunSearch
-from durable.permissions import can_see_contents
+from durable.permissions import Caller, can_see_contents
 
 SHORTEST_FRAGMENT = 3  # a trigram index finds nothing shorter; two letters would match most runs anyway
 LONGEST = 200  # a business key's length
@@ -78,7 +77,7 @@ class Found:
 
 
 # Given the folded text and the searcher, a finder returns what it names exactly and the searcher may see.
-Finder = Callable[[str, AbstractBaseUser], list[Hit]]
+Finder = Callable[[str, Caller], list[Hit]]
 _finders: dict[str, Finder] = {}
 
 
@@ -87,7 +86,7 @@ def add_finder(name: str, finder: Finder) -> None:
     _finders[name] = finder
 
 
-def search(text: str, user: AbstractBaseUser, *, after: tuple[datetime, UUID] | None = None, size: int) -> Found:
+def search(text: str, user: Caller, *, after: tuple[datetime, UUID] | None = None, size: int) -> Found:
     text = fold(text.strip())
     exact = [] if after is not None else _by_id(text, user)
     if exact or len(text) < SHORTEST_FRAGMENT:
@@ -107,7 +106,7 @@ def as_uuid(text: str) -> UUID | None:
         return None
 
 
-def _by_id(text: str, user: AbstractBaseUser) -> list[Hit]:
+def _by_id(text: str, user: Caller) -> list[Hit]:
     hits = []
     run_id = as_uuid(text)
     if run_id is not None:

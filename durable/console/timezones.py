@@ -10,10 +10,10 @@ import zoneinfo
 from functools import cache
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.signals import user_logged_in
 from django.http import HttpRequest
 
+from durable.permissions import Person
 from durable.errors import InvalidInput
 from durable.models import OperatorPreferences
 
@@ -26,7 +26,7 @@ def known_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
-def set_time_zone(*, user: AbstractBaseUser, time_zone: str) -> OperatorPreferences:
+def set_time_zone(*, user: Person, time_zone: str) -> OperatorPreferences:
     """Keep `time_zone` (an IANA name this server knows) as the zone `user` reads the console in."""
     if time_zone not in known_zones():
         raise InvalidInput({"time_zone": [f"“{time_zone[:64]}” is not a time zone this server knows; "
@@ -50,10 +50,10 @@ def remember(request: HttpRequest, time_zone: str) -> None:
     request.session[SESSION_KEY] = time_zone
 
 
-def adopt_browser_zone(sender: Any, request: HttpRequest | None, user: AbstractBaseUser, **_: Any) -> None:
+def adopt_browser_zone(sender: Any, request: HttpRequest | None, user: Person, **_: Any) -> None:
     """At login, an operator with no zone yet takes the one their browser sent with the form (time-zone.js)."""
     zone = request.POST.get("time_zone", "") if request is not None and request.method == "POST" else ""
-    if zone not in known_zones() or OperatorPreferences.objects.filter(user=user).exists():
+    if request is None or zone not in known_zones() or OperatorPreferences.objects.filter(user=user).exists():
         return
     remember(request, set_time_zone(user=user, time_zone=zone).time_zone)
 

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.labels import LabelledForm
 from durable.console.fields import ReasonField
+from durable.permissions import signed_in
 from durable.tokens import MANAGE, create_token, revoke_token, token_lifetime, visible_tokens
 
 LISTED = 200
@@ -94,7 +95,7 @@ def _owner(request: HttpRequest, form: TokenForm, username: str) -> Any:
 
 
 def _page(request: HttpRequest, form: TokenForm, *, status: int = HTTPStatus.OK, **context: Any) -> HttpResponse:
-    listed = list(visible_tokens(by=request.user)[:LISTED + 1])
+    listed = list(visible_tokens(by=signed_in(request.user))[:LISTED + 1])
     context = {"form": form, "tokens": listed[:LISTED], "more": len(listed) > LISTED, "now": timezone.now(),
                "manages_all": request.user.has_perm(MANAGE), "revoke_form": RevokeForm(), **context}
     if status == HTTPStatus.BAD_REQUEST and "problem" not in context:

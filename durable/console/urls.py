@@ -1,6 +1,7 @@
 """The operator console's run screens (the overview, the runs list, a run's history and its actions) and API tokens."""
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
+from django.views.generic import RedirectView
 
 from durable import bulk as bulk_actions
 from durable.console import bulk, preferences, tokens, views
@@ -18,6 +19,9 @@ urlpatterns = [
     # The console's own login, like the admin's: a host project may use it (LOGIN_URL = "durable:login") or its own.
     path("accounts/login/", login, name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="durable:login"), name="logout"),
+    # The address people guess under a prefix (/ops/login/) leads to the login, keeping ?next=. Unnamed: nothing links
+    # to it. Logging out has no such guess: it is a POST (the header's Log out button), never a page to open.
+    path("login/", RedirectView.as_view(pattern_name="durable:login", query_string=True)),
     path("search/", views.search, name="search"),
     path("runs/", views.runs, name="runs"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),

@@ -12,9 +12,9 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.cache import patch_vary_headers
@@ -38,10 +38,11 @@ from durable.console.rendering import (
     page_link,
 )
 from durable.console.run_graph import run_graph
+from durable.console.requests import ConsoleRequest
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
-from durable.permissions import can_see_contents, contents_required
+from durable.permissions import can_see_contents, contents_required, permission_required
 
 VIEW = "durable.view_run"
 PAGE = 50
@@ -56,9 +57,9 @@ def metrics_url() -> str | None:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: ConsoleRequest) -> HttpResponse:
     found = console_overview.overview()
     unchanged = live.not_modified(request, live.stamp(request, repr(found)))
     if unchanged:
@@ -68,10 +69,10 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(runs_state(PAGE))
-def runs(request: HttpRequest) -> HttpResponse:
+def runs(request: ConsoleRequest) -> HttpResponse:
     query = RunsQuery(data={k: v for k, v in request.GET.items() if v})
     # A bad filter shows its error and no runs, rather than every run as if unfiltered.
     if request.GET.get("q"):  # the runs list's old search box: the header's search answers it now
@@ -83,7 +84,7 @@ def runs(request: HttpRequest) -> HttpResponse:
     return _runs_answer(request, found, {})
 
 
-def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any]) -> HttpResponse:
+def _runs_answer(request: ConsoleRequest, found: list[Run], errors: dict[str, Any]) -> HttpResponse:
     path = reverse("durable:runs")
     next_page = next_page_link(request, path, found, PAGE, page_marker)
     context = {"runs": found[:PAGE], "errors": errors, "filters": request.GET, "statuses": list(RunStatus),
@@ -93,27 +94,27 @@ def _runs_answer(request: HttpRequest, found: list[Run], errors: dict[str, Any])
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
 @live.live(run_state)
-def run_detail(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def run_detail(request: ConsoleRequest, run_id: UUID) -> HttpResponse:
     return fragment_or_page(request, "durable/_run_live.html", "durable/run_detail.html",
                             _detail_context(request, _run(run_id)))
 
 
 @contents_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
-def checkpoint_state(request: HttpRequest, run_id: UUID, seq: int) -> HttpResponse:
+def checkpoint_state(request: ConsoleRequest, run_id: UUID, seq: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=run_id, seq=seq)
     return fragment_or_page(request, "durable/_checkpoint_state.html", "durable/checkpoint.html",
                              {"checkpoint": checkpoint})
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_POST
-def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
+def act(request: ConsoleRequest, run_id: UUID, action: str) -> HttpResponse:
     spec = ACTIONS[action]  # the URLs name only known actions
     if not request.user.has_perm(spec.permission):
         raise PermissionDenied(f"you may not {action} runs")
@@ -136,14 +137,14 @@ def act(request: HttpRequest, run_id: UUID, action: str) -> HttpResponse:
     return redirect("durable:run-detail", run.id)
 
 
-def _incomplete(request: HttpRequest, run: Run, action: str, form: ActionForm) -> HttpResponse:
+def _incomplete(request: ConsoleRequest, run: Run, action: str, form: ActionForm) -> HttpResponse:
     """A 400 with the form and its errors, opened, so the operator corrects it and confirms again."""
     first = next(str(error) for errors in form.errors.values() for error in errors)
     return _answer(request, run, HTTPStatus.BAD_REQUEST, forms={action: form},
                    outcome=ActionOutcome("error", f"Nothing was done: {first}"))
 
 
-def _answer(request: HttpRequest, run: Run, status: HTTPStatus, **panel: Any) -> HttpResponse:
+def _answer(request: ConsoleRequest, run: Run, status: HTTPStatus, **panel: Any) -> HttpResponse:
     """The run's live region for htmx (its new state, the outcome, the actions left), else the whole page."""
     live.stamp(request, run_state(request, run.id))  # the region shows this state: its next poll answers 304
     template = "durable/_run_live.html" if request.htmx else "durable/run_detail.html"
@@ -154,7 +155,7 @@ def _run(run_id: UUID) -> Run:
     return get_object_or_404(Run, id=run_id)
 
 
-def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, Any]:
+def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str, Any]:
     # The timeline and the ledger are the run's contents: without the rule, the page shows status and metadata.
     contents = can_see_contents(request.user)
     return {
@@ -167,7 +168,7 @@ def _detail_context(request: HttpRequest, run: Run, **panel: Any) -> dict[str, A
     }
 
 
-def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | None = None,
+def _panel(request: ConsoleRequest, run: Run, *, forms: dict[str, ActionForm] | None = None,
            outcome: ActionOutcome | None = None) -> dict[str, Any]:
     forms = forms or {}
     offered = [(action, forms.get(action.name) or action.form(run)) for action in offered_actions(run, request.user)]
@@ -175,9 +176,9 @@ def _panel(request: HttpRequest, run: Run, *, forms: dict[str, ActionForm] | Non
 
 
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(VIEW)
 @require_safe
-def search(request: HttpRequest) -> HttpResponse:
+def search(request: ConsoleRequest) -> HttpResponse:
     """The header's search box: one hit opens its page; several are listed, a page of runs at a time."""
     context: dict[str, Any] = {"q": request.GET.get("q", "")}
     if "q" not in request.GET:  # the page itself: what can be searched
@@ -197,7 +198,7 @@ def search(request: HttpRequest) -> HttpResponse:
     return render(request, "durable/search.html", context)
 
 
-def _open(request: HttpRequest, url: str) -> HttpResponse:
+def _open(request: ConsoleRequest, url: str) -> HttpResponse:
     """Go to `url`: a redirect, or for htmx the client-side one it follows as a whole page."""
     response = HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     patch_vary_headers(response, ("HX-Request",))

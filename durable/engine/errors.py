@@ -1,4 +1,8 @@
-"""Errors and their classification: retryable or not, decided once, here (DESIGN invariant 6)."""
+"""Errors and their classification: retryable or not, decided once (DESIGN invariant 6), by these rules.
+
+An error may carry its own classification (`ActivityError`), and a downstream adapter may classify its own
+errors (`durable.downstream.classify_error`); everything else is classified by `classify` below.
+"""
 from __future__ import annotations
 
 import math

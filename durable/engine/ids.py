@@ -19,9 +19,17 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def operation_id(run_id: str, step: str, business_key: str) -> str:
-    """The ledger key and downstream Idempotency-Key of one side effect (DESIGN invariant 1)."""
-    return sha256_hex(f"{run_id}:{step}:{business_key}")[:32]
+# How operation_id() is written in the README and docs/ (tests/test_docs_facts.py holds them, and this, to it).
+OPERATION_ID_FORMULA = 'sha256("run_id:action:business_key")[:32]'
+
+
+def operation_id(run_id: str, action: str, business_key: str) -> str:
+    """The ledger key and downstream Idempotency-Key of one side effect (DESIGN invariant 1).
+
+    A logical side effect is named by run, action and business key, whichever step or visit asks
+    (DESIGN invariant 16): a loop or another step asking again gets the recorded result.
+    """
+    return sha256_hex(f"{run_id}:{action}:{business_key}")[:32]
 
 
 def request_hash(payload: Any) -> str:

@@ -60,7 +60,7 @@ def verify(secret: str, header: str, body: bytes, *, now: int, tolerance: int = 
 
 def retry_delay(attempts_made: int, *, first: float, cap: float = 3600.0) -> float:
     """Seconds before the next attempt: `first`, then doubling, at most `cap`."""
-    return min(first * 2 ** max(attempts_made - 1, 0), cap)
+    return min(first * 2.0 ** max(attempts_made - 1, 0), cap)
 
 
 def window_start(now: datetime, seconds: float) -> datetime:

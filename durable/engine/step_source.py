@@ -32,6 +32,14 @@ class SourceUnavailable(Exception):
     """The step's source cannot be read or parsed (built at run time, a C function, a partial...)."""
 
 
+@dataclass(frozen=True, order=True)
+class Suspect:
+    """A random or time-based call that may reach a business key, and the line it is on."""
+
+    call: str  # its dotted name, `timezone.now`
+    line: int  # in the step's source file
+
+
 @dataclass(frozen=True)
 class Call:
     """One `*.side_effect(...)` or `*.request_approval(...)` call in a step's body."""
@@ -41,7 +49,8 @@ class Call:
     keywords: dict[str, ast.expr]  # the arguments passed by name
     passes_kwargs: bool  # `**options`: what it holds cannot be read
     first: str | None  # the first positional argument when it is a string literal (action or kind)
-    unstable: tuple[str, ...]  # random or time-based calls that feed `business_key`
+    unstable: tuple[str, ...]  # random or time-based calls that certainly feed `business_key`
+    suspects: tuple[Suspect, ...] = ()  # calls that may feed it, on some path only (when none is certain)
 
     def passes(self, name: str) -> bool:
         """Is `name` passed by name, and not as a literal None?"""
@@ -69,9 +78,9 @@ def read_step(fn: Callable[..., Any]) -> StepSource:
     body = next((node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if body is None:  # a lambda's line(s) parse, but hold more than the step
         raise SourceUnavailable("no function definition found in its source")
-    assigned = _assignments(body)
+    bindings = _bindings(body)
     offset = max(first_line, 1) - 1
-    calls = tuple(_call(node, assigned, offset) for node in ast.walk(body)
+    calls = tuple(_call(node, bindings, offset) for node in ast.walk(body)
                   if isinstance(node, ast.Call) and _method(node) in (SIDE_EFFECT, REQUEST_APPROVAL))
     return StepSource(filename, calls)
 
@@ -111,50 +120,124 @@ def _method(call: ast.Call) -> str:
     return call.func.attr if isinstance(call.func, ast.Attribute) else ""
 
 
-def _call(node: ast.Call, assigned: dict[str, list[ast.expr]], offset: int) -> Call:
+def _call(node: ast.Call, bindings: Bindings, offset: int) -> Call:
     keywords = {kw.arg: kw.value for kw in node.keywords if kw.arg is not None}
     first = node.args[0] if node.args else keywords.get("action") or keywords.get("kind")
     literal = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
     key = keywords.get("business_key")
-    unstable = tuple(_unstable_calls(key, assigned)) if key is not None else ()
+    certain: set[str] = set()
+    suspects: set[Suspect] = set()
+    for name, line, sure in (_unstable_calls(key, bindings) if key is not None else ()):
+        if sure:
+            certain.add(name)
+        else:
+            suspects.add(Suspect(name, line + offset))
     return Call(_method(node), node.lineno + offset, keywords, any(kw.arg is None for kw in node.keywords),
-                literal, unstable)
+                literal, tuple(sorted(certain)), () if certain else tuple(sorted(suspects)))
 
 
-def _assignments(fn: ast.AST) -> dict[str, list[ast.expr]]:
-    """Every value assigned to each local name, so `key = str(uuid4()); ...business_key=key` is seen."""
-    assigned: dict[str, list[ast.expr]] = {}
+# -- what each local name may hold ---------------------------------------------------
+#
+# A name's bindings are every place the step's body gives it a value. A binding is `exact` when the
+# name takes exactly that value (`key = ...`, `(key := ...)`, one element of `a, b = x, y`); it is
+# inexact when the name takes a part of the value or the value changes part of what the name holds:
+# a loop or comprehension variable (an element of its iterable), unpacking that cannot be matched
+# element by element, `key += ...`, `results[k] = ...` and `results.append(...)` (a mutation of
+# `results`, never a binding of `k`), `with ... as f`. Only an attribute path is bound by
+# `state.key = ...`, never the name `state`.
+
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add"})
+
+
+@dataclass(frozen=True)
+class Binding:
+    value: ast.expr | None  # None: a parameter of the step, whose value comes from the caller
+    exact: bool
+
+
+Bindings = dict[str, list[Binding]]
+
+
+def _bindings(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Bindings:
+    """Every value each local name (or attribute path, `state.key`) may be given in the step's body."""
+    bindings: Bindings = {}
+
+    def bind(target: ast.AST, value: ast.expr | None, exact: bool) -> None:
+        for name, part, part_exact in _targets(target, value, exact):
+            bindings.setdefault(name, []).append(Binding(part, part_exact))
+
+    every_argument = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg]
+    for argument in every_argument:
+        if argument is not None:
+            bindings.setdefault(argument.arg, []).append(Binding(None, True))
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        for target in targets:
-            for name in _names(target):
-                assigned.setdefault(name, []).append(value)
-    return assigned
+            for target in node.targets:
+                bind(target, node.value, True)
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            bind(node.target, node.value, True)
+        elif isinstance(node, ast.AugAssign):
+            bind(node.target, node.value, False)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            bind(node.target, node.iter, False)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            bind(node.optional_vars, node.context_expr, False)
+        elif isinstance(node, ast.Call) and _method(node) in _MUTATORS:
+            for passed in [*node.args, *(kw.value for kw in node.keywords)]:
+                bind(node.func.value, passed, False)  # type: ignore[attr-defined]  # _method saw an Attribute
+    return bindings
 
 
-def _names(target: ast.AST) -> Iterator[str]:
-    for node in ast.walk(target):
-        if isinstance(node, ast.Name):
-            yield node.id
+def _targets(target: ast.AST, value: ast.expr | None, exact: bool) -> Iterator[tuple[str, ast.expr | None, bool]]:
+    """The names (and attribute paths) an assignment target binds, each with the part of `value` it takes."""
+    if isinstance(target, ast.Name):
+        yield target.id, value, exact
+    elif isinstance(target, ast.Starred):
+        yield from _targets(target.value, value, False)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        elements = target.elts
+        matched = (isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements)
+                   and not any(isinstance(e, ast.Starred) for e in [*elements, *value.elts]))
+        for index, element in enumerate(elements):
+            if matched:
+                yield from _targets(element, value.elts[index], exact)  # type: ignore[union-attr]
+            else:
+                yield from _targets(element, value, False)
+    elif isinstance(target, ast.Attribute):
+        path = dotted_name(target)
+        if path:
+            yield path, value, False  # an attribute may also hold what an earlier step or visit put there
+    elif isinstance(target, ast.Subscript):
+        # `results[c["id"]] = ...` changes what `results` holds; it gives `c` no value.
+        yield from _targets(target.value, value, False)
 
 
-def _unstable_calls(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> Iterator[str]:
-    seen: set[str] = set()
-    stack: list[ast.AST] = [expr]
+def _unstable_calls(expr: ast.expr, bindings: Bindings) -> Iterator[tuple[str, int, bool]]:
+    """The random or time-based calls whose result may reach `expr`: (name, line, certain).
+
+    Certain means the value reaches the key on every path: the call is in the key's own expression, or
+    in the only, exact binding of each name the key is built from (a second binding anywhere in the step
+    makes the name's value depend on the path taken). A call that reaches the key only through a branch
+    (`a if c else b`, `a or b`), a loop, a mutation or an attribute is a suspect, not a certainty.
+    """
+    seen: set[tuple[int, bool]] = set()
+    stack: list[tuple[ast.AST, bool]] = [(expr, True)]
     while stack:
-        node = stack.pop()
+        node, certain = stack.pop()
+        if (id(node), certain) in seen:
+            continue
+        seen.add((id(node), certain))
         if isinstance(node, ast.Call):
             if _method(node) == "activity":
                 continue  # a recorded activity returns the same value on every replay
             name = dotted_name(node.func)
             if is_unstable(name):
-                yield name
-        elif isinstance(node, ast.Name) and node.id not in seen:
-            seen.add(node.id)
-            stack.extend(assigned.get(node.id, ()))
-        stack.extend(ast.iter_child_nodes(node))
+                yield name, node.lineno, certain
+        elif isinstance(node, ast.Name):
+            found = bindings.get(node.id, [])
+            stack.extend((b.value, certain and b.exact and len(found) == 1) for b in found if b.value is not None)
+        elif isinstance(node, ast.Attribute):
+            stack.extend((b.value, False) for b in bindings.get(dotted_name(node), []) if b.value is not None)
+        branches = isinstance(node, (ast.IfExp, ast.BoolOp, ast.Compare, ast.Lambda, ast.ListComp, ast.SetComp,
+                                     ast.DictComp, ast.GeneratorExp))
+        stack.extend((child, certain and not branches) for child in ast.iter_child_nodes(node))

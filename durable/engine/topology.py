@@ -1,14 +1,15 @@
 """Readable differences between the topology a run started with and the one a worker has."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from durable.engine.fingerprint import StepShape, shape_json
 
 
-def shapes_from_json(data: Sequence[dict[str, object]]) -> list[StepShape]:
-    return [StepShape(str(item["step"]), tuple(item.get("side_effects", ())),  # type: ignore[arg-type]
-                      tuple(item.get("routes", ()))) for item in data]  # type: ignore[arg-type]
+def shapes_from_json(data: Sequence[Mapping[str, Any]]) -> list[StepShape]:  # as shapes_to_json wrote it
+    return [StepShape(str(item["step"]), tuple(item.get("side_effects", ())), tuple(item.get("routes", ())))
+            for item in data]
 
 
 def shapes_to_json(shapes: Sequence[StepShape]) -> list[dict[str, object]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -73,12 +74,13 @@ def record(taken: Claim, result: Result) -> float | None:
     now = timezone.now()
     outcome = _outcome(taken, result)
     delay = retry_delay(taken.attempt, first=durable_settings.DURABLE_NOTIFY_RETRY_SECONDS)
-    fields = {
+    by_outcome: dict[str, dict[str, Any]] = {
         AttemptOutcome.SENT: {"status": Status.SENT, "sent_at": now, "last_error": ""},
         AttemptOutcome.RETRY: {"status": Status.PENDING, "next_attempt_at": now + timedelta(seconds=delay),
                                "enqueued_at": now, "last_error": result.error},
         AttemptOutcome.FAILED: {"status": Status.FAILED, "last_error": result.error},
-    }[outcome]
+    }
+    fields = by_outcome[outcome]
     with transaction.atomic():
         DeliveryAttempt.objects.filter(delivery_id=taken.delivery_id, number=taken.attempt).update(
             finished_at=now, outcome=outcome, status_code=result.status_code, error=result.error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -77,8 +78,13 @@ def fan_out(event_id: int) -> list[UUID]:
                 next_attempt_at=until or now, enqueued_at=None if until else now, created_at=now)
             if until is None:
                 due.append(delivery.id)
-        transaction.on_commit(lambda: [queueing.deliver(delivery_id) for delivery_id in due])
+        transaction.on_commit(partial(_deliver_all, due))
     return due
+
+
+def _deliver_all(delivery_ids: list[UUID]) -> None:
+    for delivery_id in delivery_ids:
+        queueing.deliver(delivery_id)
 
 
 def collect_digests(now: datetime | None = None) -> list[UUID]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_htmx",
+    "axes",  # login lockout at every door (durable/lockout.py)
     "durable",
     "approvals",
     "reconciliation",
@@ -106,12 +107,14 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "durable.middleware.RefusalLogMiddleware",  # every 403 answered writes one security-log row saying why
     "durable.middleware.ActorMiddleware",  # names who granted or removed a role in the audit trail
     "durable.middleware.OperatorTimezoneMiddleware",  # times in the operator's zone (after auth)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a locked-out login into its 429
 ]
 
 ROOT_URLCONF = "durable.project.urls"
@@ -159,6 +162,20 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Login lockout (django-axes, docs/operations.md#login-lockout). Its backend comes first, so every password check
+# (console, browsable API, admin) is refused while the username or the address is locked, the right password too.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# The database handler: the lock state is in the database every web process shares. (axes' cache handler would
+# need a cache shared by every process, and this project's default cache is each process's own memory.)
+AXES_HANDLER = "durable.lockout.LoginAttemptHandler"  # axes' database handler, an address allowed 4x a username
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # a username from all addresses; an address over all names
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(seconds=int(os.environ.get("AXES_COOLOFF_SECONDS", "900")))
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # a lock ends when it said it would; refusals add nothing
+AXES_USERNAME_CALLABLE = "durable.lockout.username_of"  # NFKC + case-folded: `ＡＮＮ` is `ann`
+AXES_CLIENT_IP_CALLABLE = "durable.security.client_address"  # X-Forwarded-For only behind DURABLE_BEHIND_TLS_PROXY
+AXES_LOCKOUT_CALLABLE = "durable.lockout.locked_out"  # the console's page (429) at the console, plain text elsewhere
+
 # Django's validators, at least 12 characters, plus the demo's published password (its users are created by
 # `manage.py durable_up` only, which sets their password without these checks).
 AUTH_PASSWORD_VALIDATORS = [
@@ -176,6 +193,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"  # filled by collectstatic, served by WhiteNoise
+# The standalone project's own static files (its icon), as templates/ holds its template overrides; the apps
+# ship theirs in their packages. Both come with the checkout, never with the wheel: installed, there are none.
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 STATIC_ROOT.mkdir(exist_ok=True)
 
 LOGIN_URL = "durable:login"
@@ -197,6 +217,7 @@ if DURABLE_BEHIND_TLS_PROXY:
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+CSRF_FAILURE_VIEW = "durable.security.csrf_failure"  # Django's page; the security log gets the reason
 
 # Content Security Policy (django-csp): the console has no inline scripts or styles, and every
 # script, stylesheet and font comes from our own static files, so nothing else may run or load.
@@ -217,7 +238,8 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Throttles count in the cache: give several web processes one shared cache (CACHE_URL=redis://...).
+# The API throttles count in the cache: give several web processes one shared cache (CACHE_URL=redis://...).
+# (Login lockout is in the database, AXES_HANDLER above.)
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
           if os.environ.get("CACHE_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -254,7 +276,7 @@ SPECTACULAR_SETTINGS = {
 # Celery. Embedded default: kombu's filesystem transport, which needs no server.
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-CELERY_BROKER_TRANSPORT_OPTIONS = (
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
     {"data_folder_in": str(BROKER_DIR), "data_folder_out": str(BROKER_DIR), "processed_folder": str(BROKER_DIR),
      "control_folder": str(BROKER_DIR / "control")}
     if CELERY_BROKER_URL.startswith("filesystem")
@@ -289,7 +311,7 @@ DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent"]
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:
     """The durable settings the environment sets, read as the type each one is."""
-    read = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
+    read: dict[str, Callable[[str], object]] = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
             "flag": lambda v: v.strip().lower() in {"1", "true", "yes", "on"},
             "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()]}
     found: dict[str, object] = {}

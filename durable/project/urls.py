@@ -5,17 +5,14 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from durable.exposition import metrics_page
-from durable.login_throttle import throttle_logins
-
-# The admin's login goes through the same throttle as the console's and the API's.
-admin.site.login = throttle_logins(admin.site.login, source="admin")  # type: ignore[method-assign]
 
 urlpatterns = [
     path("", include("durable.urls")),  # a host project mounts it under any prefix: path("ops/", include(...))
     path("admin/", admin.site.urls),
     path("metrics", metrics_page, name="metrics"),  # where Prometheus looks by default
-    # Browsers ask for /favicon.ico whatever the page links; the console's icon is an SVG among its static files.
-    path("favicon.ico", RedirectView.as_view(url=static("durable/favicon.svg"), permanent=True)),
+    # Browsers ask for /favicon.ico whatever a page links (the admin's and the browsable API's link none):
+    # the project's own icon, static/favicon.ico, which a browser without SVG icons takes on the console too.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.ico"), permanent=True)),
 ]
 
 handler400 = "durable.api.errors.bad_request"  # a body too big or too many fields: says which limit

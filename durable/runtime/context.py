@@ -24,7 +24,7 @@ from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.activity")
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)  # what `returns=` names: a pydantic model
 
 
 def to_json(value: Any) -> Any:
@@ -91,7 +91,7 @@ class StepContext:
             with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
                 answer = fn(*args, **kwargs)
             result = self._record(name, index, answer)
-        return returns.model_validate(result) if returns is not None else result  # type: ignore[attr-defined]
+        return returns.model_validate(result) if returns is not None else result
 
     def call(self, name: str, fn: Callable[..., Any], *args: Any, returns: type | None = None,
              **kwargs: Any) -> parallel.Call:

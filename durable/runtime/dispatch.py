@@ -18,6 +18,11 @@ def enqueue(run_id: UUID | str, *, countdown: float | None = None) -> None:
         current_app.send_task(ADVANCE_RUN, args=[str(run_id)], countdown=countdown, queue=queue())
 
 
+def send_by_name(task: str) -> None:
+    """Send one of durable's tasks without arguments (the workers' daily retention pass) to the runs' queue."""
+    current_app.send_task(task, queue=queue())
+
+
 def queue() -> str | None:
     """The queue runs go to: DURABLE_QUEUE, else the project's Celery default queue."""
     return durable_settings.DURABLE_QUEUE or getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from durable.conf import durable_settings
 from durable import logs, metrics
-from durable.runtime import side_effects
+from durable.runtime import heartbeat, side_effects
 from durable.runtime.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify,
@@ -54,7 +54,7 @@ def advance(run_id: UUID | str, *, owner: str | None = None, store: RunStore | N
         if claimed is None:
             return AdvanceOutcome(claimed=False)
         lease, run = claimed
-        with logs.bound(workflow=run.workflow_name, version=run.workflow_version):
+        with logs.bound(workflow=run.workflow_name, version=run.workflow_version), heartbeat.kept_alive(store, lease):
             return _advance_claimed(store, lease, run)
 
 

@@ -14,7 +14,11 @@ be in flight. `lease_kept` wraps each such call:
 - if a renewal finds the lease gone, the call's outcome is abandoned: `LeaseLost` is raised as
   the call returns, and nothing is written (every write is fenced anyway).
 
-Steps without calls pay nothing: no thread, no extra statement.
+Between calls, for as long as the worker holds the run, `kept_alive` renews the lease when
+nothing else did within a third of it (a long step, a slow checkpoint write), so the lease can be
+short (DURABLE_LEASE_SECONDS, 10 s by default) and a killed worker's runs are taken over seconds
+after it died (docs/operations.md). A run that ends within a third of its lease, as most tasks
+do, pays nothing: no statement, no thread woken (registering is a dict update).
 """
 from __future__ import annotations
 
@@ -36,15 +40,20 @@ log = logging.getLogger("durable.heartbeat")  # the name operators filter on, ke
 
 BEATS_PER_LEASE = 3  # a renewal may fail twice and the lease still holds until the third
 MARGIN_SECONDS = 1.0  # kept beyond a call's timeout: a slow commit, the sweeper's clock
+IDLE_WAKE_SECONDS = 1.0  # how often the idle thread looks for beats falling due (no wake-up per claim)
 
 
 class Heartbeat:
-    """One call's claim on the lease: renewed every `interval` seconds by the process's heartbeat thread."""
+    """A claim on the lease, for one call or for as long as a run is held: renewed every `interval` seconds by
+    the process's heartbeat thread (only when nothing else renewed it, with `when_stale`)."""
 
-    def __init__(self, db: RunStore, lease: Lease, *, interval: float | None = None) -> None:
+    def __init__(self, db: RunStore, lease: Lease, *, interval: float | None = None, when_stale: bool = False) -> None:
         self.db = db
         self.lease = lease
         self.interval = interval if interval is not None else lease.seconds / BEATS_PER_LEASE
+        # Renew only when nothing else renewed within the interval (kept_alive: a step's write or a
+        # call's heartbeat may have); a call's own heartbeat renews at every beat.
+        self.when_stale = when_stale
         self.due = 0.0
         self.renewals = 0
         self.context = contextvars.copy_context()  # its log lines carry the run, step and operation ids
@@ -69,11 +78,18 @@ class Heartbeat:
 
     def beat(self) -> bool:
         """Renew once; False when the lease is lost and there is nothing more to renew."""
+        since = time.monotonic() - self.lease.renewed_at
+        if self.when_stale and since < self.interval * 0.9:
+            self.due = time.monotonic() + self.interval - since
+            return True
         try:
             self.db.renew(self.lease)
         except LeaseLost:
             self._lost.set()
-            log.warning("lease lost while a call was in flight: its outcome will be abandoned")
+            if self.when_stale:  # between calls: the worker's next write finds it and stops (unless it just ended)
+                log.info("lease no longer held by this worker; its next write will stop the run's task")
+            else:
+                log.warning("lease lost while a call was in flight: its outcome will be abandoned")
             return False
         except DatabaseError:  # the next beat tries again; the lease left still covers the call
             log.warning("could not renew the lease; trying again in %.1fs", self.interval, exc_info=True)
@@ -97,6 +113,7 @@ class _Heart:
         self._beats: dict[int, Heartbeat] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._wake_at = 0.0  # when the thread next looks at its beats (monotonic)
 
     def add(self, beat: Heartbeat) -> None:
         with self._changed:
@@ -105,7 +122,7 @@ class _Heart:
                 self._thread = threading.Thread(target=self._run, name="durable-heartbeat", daemon=True)
                 self._thread.start()
             self._beats[id(beat)] = beat
-            if len(self._beats) == 1:
+            if beat.due < self._wake_at:  # else the thread finds it at its next look, in time
                 self._changed.notify()
 
     def remove(self, beat: Heartbeat) -> None:
@@ -119,20 +136,40 @@ class _Heart:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._beats:
-                    connection.close()  # idle: hold no connection
-                    self._changed.wait()
                 now = time.monotonic()
+                if not self._beats:
+                    connection.close()  # idle: hold no connection
+                    self._wait_until(now + IDLE_WAKE_SECONDS, now)
+                    continue
                 due = [beat for beat in self._beats.values() if beat.due <= now]
                 if not due:
-                    self._changed.wait(min(beat.due for beat in self._beats.values()) - now)
+                    self._wait_until(min(now + IDLE_WAKE_SECONDS, *(beat.due for beat in self._beats.values())), now)
                     continue
             for beat in due:
                 if not beat.context.run(beat.beat):
                     self.remove(beat)
 
+    def _wait_until(self, wake_at: float, now: float) -> None:
+        # Called holding the condition: add() compares a new beat's due time with _wake_at.
+        self._wake_at = wake_at
+        self._changed.wait(wake_at - now)
+        self._wake_at = 0.0  # awake: add() need not notify
+
 
 _heart = _Heart()
+
+
+@contextmanager
+def kept_alive(db: RunStore, lease: Lease) -> Iterator[None]:
+    """Renew the lease while the worker holds the run, whenever nothing else did for a third of it."""
+    if connection.in_atomic_block:  # as in lease_kept: a renewal from another connection would only wait
+        yield
+        return
+    beat = Heartbeat(db, lease, when_stale=True).start()
+    try:
+        yield
+    finally:
+        beat.stop()
 
 
 @contextmanager

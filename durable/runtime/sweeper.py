@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from django.db import IntegrityError
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -23,9 +24,9 @@ from durable.conf import durable_settings
 from durable.runtime import dispatch
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
-from durable.models import Run
+from durable.models import Run, SweepTurn
 from durable.notifications import sweeper as notifications
-from durable.scope import runs_in_scope
+from durable.scope import runs_in_scope, scoped_to
 
 
 def due_runs(limit: int = 1000) -> list[UUID]:
@@ -37,15 +38,18 @@ def due_runs(limit: int = 1000) -> list[UUID]:
         | Q(status=RunStatus.WAITING_RETRY, next_attempt_at__lte=now)
         | Q(status=RunStatus.PENDING, updated_at__lt=now - grace)
     )
-    not_just_sent = Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - grace)
+    # A run whose worker died is sent at once however recently it was last sent: that copy went to the
+    # dead worker, before its lease began running out (resend_due's "not sent since it began waiting").
+    not_just_sent = (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - grace)
+                     | Q(status=RunStatus.RUNNING, enqueued_at__lt=F("lease_expires_at")))
     # Read a few times the limit: the backoff, applied here, passes over runs sent not long ago.
     candidates = (Run.objects.filter(due & not_just_sent, runs_in_scope())
                   .order_by(F("enqueued_at").asc(nulls_first=True), "updated_at")
                   .values_list("id", "status", "updated_at", "lease_expires_at", "next_attempt_at", "enqueued_at")
                   [:limit * 4])
-    return [run_id for run_id, status, *times in candidates
-            if resend_due(waiting_since=_waiting_since(status, *times[:3]), last_sent=times[3], now=now,
-                          grace=grace)][:limit]
+    return [run_id for run_id, status, updated_at, lease_expires_at, next_attempt_at, enqueued_at in candidates
+            if resend_due(waiting_since=_waiting_since(status, updated_at, lease_expires_at, next_attempt_at),
+                          last_sent=enqueued_at, now=now, grace=grace)][:limit]
 
 
 def _waiting_since(status: str, updated_at: datetime, lease_expires_at: datetime | None,
@@ -105,3 +109,29 @@ def sweep_all() -> SweepReport:
     enqueued = len(sweep())
     notified = notifications.sweep()
     return SweepReport(settled, enqueued, notified.digests + notified.resent)
+
+
+def turn_scope() -> str:
+    """The sweep turn this process takes part in: production's, or its tool's own (durable/scope.py)."""
+    owner = scoped_to()
+    return "production" if owner is None else f"created_by:{owner}"
+
+
+def take_turn(owner: str, period: float, scope: str | None = None) -> bool:
+    """Whether this process sweeps now: one conditional UPDATE, won by one process per period across all.
+
+    A sweep that outlasts the period may overlap the next one; that is harmless, since every move a
+    sweep makes is a conditional write or a message whose duplicates the lease absorbs. `scope` names
+    another turn taken the same way (the daily retention pass); unset, this process's sweep turn.
+    """
+    now, scope = timezone.now(), scope or turn_scope()
+    due = SweepTurn.objects.filter(scope=scope, due_at__lte=now)
+    if due.update(due_at=now + timedelta(seconds=period), taken_by=owner):
+        return True
+    if SweepTurn.objects.filter(scope=scope).exists():
+        return False
+    try:  # the first sweep against this database (or of this tool's scope)
+        SweepTurn.objects.create(scope=scope, due_at=now + timedelta(seconds=period), taken_by=owner)
+    except IntegrityError:  # another worker made the row first, and swept
+        return False
+    return True

@@ -1,21 +1,85 @@
 """What any Celery app that runs durable's tasks needs, the standalone project's or a host's: one call, `configure(app)`.
 
 Importing this module does nothing; a project's own Celery module calls `configure(app)` once.
+Then every worker, once ready, records itself (durable/fleet.py) and starts one thread that runs
+the sweeper, taking turns with the other workers through the database (one sweep per
+DURABLE_SWEEP_SECONDS across all of them), so a killed worker's runs are sent again within
+seconds of their lease running out without beat or any other process (docs/operations.md); with
+DURABLE_RETENTION_DAYS set, one worker a day also sends the retention pass (durable.prune).
 """
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_ready
+
+log = logging.getLogger("durable.sweeper")
+
+RETENTION_PERIOD_SECONDS = 86400.0  # one retention pass a day across all workers, when DURABLE_RETENTION_DAYS is set
+PRUNE_TASK = "durable.prune"  # durable/tasks.py, sent by name as beat's schedule names it
 
 
 def configure(app: Celery) -> None:
-    """Make `app` fit to advance runs: broker folders for kombu's filesystem transport, and connections
-    kept between tasks the way Django keeps them between requests."""
+    """Make `app` fit to advance runs: broker folders for kombu's filesystem transport, connections
+    kept between tasks the way Django keeps them between requests, and the sweeper in every worker."""
     app.on_after_configure.connect(_make_broker_folders, weak=False)
     task_prerun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-pre")
     task_postrun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-post")
+    worker_ready.connect(_start_worker_thread, weak=False, dispatch_uid="durable-worker-thread")
+
+
+def _start_worker_thread(**_: object) -> None:
+    threading.Thread(target=_worker_loop, name="durable-sweeper", daemon=True).start()
+
+
+def _worker_loop() -> None:
+    """Record this worker, then every DURABLE_SWEEP_SECONDS do this worker's part, until it exits."""
+    from durable import fleet
+    from durable.conf import durable_settings
+
+    fleet.record("worker")
+    seen_at = time.monotonic()
+    while True:
+        seen_at = worker_period(seen_at)
+        time.sleep(durable_settings.DURABLE_SWEEP_SECONDS)
+
+
+def worker_period(seen_at: float) -> float:
+    """One period of a worker's thread: sweep if it is this worker's turn, start the day's retention pass if
+    that turn is this worker's, refresh its record when due. Returns when the record was last refreshed."""
+    from django.db import DatabaseError, connection
+
+    from durable import fleet
+    from durable.conf import durable_settings
+    from durable.runtime import dispatch
+    from durable.runtime.executor import worker_id
+    from durable.runtime.sweeper import sweep_all, take_turn
+    from durable.scope import scoped_to
+
+    period = durable_settings.DURABLE_SWEEP_SECONDS
+    try:
+        if durable_settings.DURABLE_WORKER_SWEEPS and take_turn(worker_id(), period):
+            report = sweep_all()
+            if report.enqueued or any(count for _, count in report.settled):
+                log.info("swept: %s", report)
+        if (durable_settings.DURABLE_WORKER_SWEEPS and durable_settings.DURABLE_RETENTION_DAYS > 0
+                and scoped_to() is None and take_turn(worker_id(), RETENTION_PERIOD_SECONDS, scope="retention")):
+            # A task, as beat would send it: pruning a large backlog takes minutes, and sweeps must go on.
+            dispatch.send_by_name(PRUNE_TASK)
+        if time.monotonic() - seen_at >= fleet.PROCESS_BEAT_SECONDS:
+            fleet.seen("worker")
+            fleet.forget_gone()
+            seen_at = time.monotonic()
+    except DatabaseError:  # the database away for a moment: the next period tries again
+        log.warning("the worker's sweep failed; trying again in %.1fs", period, exc_info=True)
+        connection.close()
+    except Exception:  # a bug in a sweep hook must not end the thread: every later sweep would be lost
+        log.exception("the worker's sweep raised; trying again in %.1fs", period)
+    return seen_at
 
 
 def _make_broker_folders(sender: Celery, **_: object) -> None:

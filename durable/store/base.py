@@ -81,11 +81,14 @@ BEFORE_CLAIM = ("status", "next_attempt_at", "lease_expires_at", "updated_at")
 def _due_since(before: dict[str, Any]) -> datetime:
     """When the run became runnable: its retry time, its dead worker's lease expiry, or else
     the write that made it PENDING (a time slice's end, an approval, a resolution, an operator)."""
-    if before["status"] == RunStatus.WAITING_RETRY and before["next_attempt_at"] is not None:
-        return before["next_attempt_at"]
-    if before["status"] == RunStatus.RUNNING and before["lease_expires_at"] is not None:
-        return before["lease_expires_at"]
-    return before["updated_at"]
+    retry_at: datetime | None = before["next_attempt_at"]
+    lease_expired_at: datetime | None = before["lease_expires_at"]
+    updated_at: datetime = before["updated_at"]
+    if before["status"] == RunStatus.WAITING_RETRY and retry_at is not None:
+        return retry_at
+    if before["status"] == RunStatus.RUNNING and lease_expired_at is not None:
+        return lease_expired_at
+    return updated_at
 
 
 def claim_fields(owner: str, now: datetime, lease_seconds: float) -> dict[str, Any]:
@@ -147,8 +150,12 @@ class RunStore:
         """
         rows = JournalEntry.objects.filter(Q(visit=lease.seq) | Q(visit__isnull=True), run_id=lease.run_id,
                                            step=step, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
-        return [RecordedCall(index, name, result) for index, name, result in
-                rows.values_list("call_index", "name", "result")]
+        calls = []
+        for index, name, result in rows.values_list("call_index", "name", "result"):
+            if index is None:  # the column is shared with other kinds; an activity is always written with one
+                raise ValueError(f"run {lease.run_id}: an activity result of step {step} has no call position")
+            calls.append(RecordedCall(index, name, result))
+        return calls
 
     # Fenced writes.
 
@@ -188,8 +195,16 @@ class RunStore:
         self._fenced(lease, now, lease_expires_at=lease.extended(now))
 
     def renew(self, lease: Lease) -> None:
-        """Extend the lease while a call is in flight (durable.runtime.heartbeat); LeaseLost if it no longer holds."""
-        self.fence(lease)
+        """Extend the lease (durable.runtime.heartbeat); LeaseLost if it no longer holds.
+
+        Fenced on the token and RUNNING, not on the checkpoint: the heartbeat renews from its own
+        thread while this worker's steps move the checkpoint on, and only this worker writes under
+        this token. It writes the expiry alone (not updated_at): one indexed column.
+        """
+        now = timezone.now()
+        if not Run.objects.filter(id=lease.run_id, fencing_token=lease.token, status=RunStatus.RUNNING).update(
+                lease_expires_at=lease.extended(now)):
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 
     def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
         return self._journal(lease, timezone.now(), kind, step, **fields)
@@ -284,8 +299,8 @@ class RunStore:
         with transaction.atomic():
             self._fenced(
                 lease, now, checkpoint_seq=lease.seq + 1, current_step="", attempt=0, status=RunStatus.SUCCEEDED,
-                output=output, finished_at=now, lease_owner=None, lease_expires_at=None,
-            )
+                output=output, error=None, finished_at=now, lease_owner=None, lease_expires_at=None,
+            )  # error=None: a retry's error is the timeline's; a run that succeeded has none
             self._checkpoint(lease, now, step, "", state, schema_version)
         lease.seq += 1
 

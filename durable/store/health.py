@@ -19,15 +19,15 @@ PROVEN_SECONDS = 1.0
 
 def note_proven(db: BaseDatabaseWrapper) -> None:
     """A statement came back on this connection just now."""
-    db._durable_proven = (db.connection, time.monotonic())  # type: ignore[attr-defined]
+    db._durable_proven = (db.connection, time.monotonic())  # type: ignore[attr-defined]  # durable's state kept on Django's connection
 
 
 def check_unless_proven(db: BaseDatabaseWrapper) -> None:
     """Django's health check, once per task as Django makes it, unless the connection was proven moments ago."""
-    if db.health_check_done or not db.health_check_enabled:
+    if db.health_check_done or not db.health_check_enabled:  # type: ignore[attr-defined]  # Django 4.1's; not in the stubs
         return
     proven = getattr(db, "_durable_proven", None)
     if proven is not None and proven[0] is db.connection and time.monotonic() - proven[1] < PROVEN_SECONDS:
-        db.health_check_done = True
+        db.health_check_done = True  # type: ignore[attr-defined]  # as above
         return
     db.close_if_health_check_failed()

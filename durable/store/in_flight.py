@@ -176,7 +176,7 @@ def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str,
         wrapped(db, send_only)(statement.text, params, False, {"connection": db, "cursor": None})
     write = InFlight(statement, values, on_result, prepared=prepare)
     queue.writes.append(write)
-    db._durable_in_flight = queue  # type: ignore[attr-defined]
+    db._durable_in_flight = queue  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     return write
 
 
@@ -203,7 +203,7 @@ def settle(db: BaseDatabaseWrapper) -> None:
     queue: _Queue | None = getattr(db, "_durable_in_flight", None)
     if queue is None or not queue.writes:
         return
-    db._durable_in_flight = None  # type: ignore[attr-defined]
+    db._durable_in_flight = None  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     if db.connection is None or db.connection.pgconn is not queue.pgconn:
         return  # closed meanwhile: the next fenced write finds out if it committed, or a resume from what did
     with db.wrap_database_errors:
@@ -243,26 +243,26 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
     def settle_first(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
         settle(db)
         return execute(sql, params, many, context)
-    settle_first.settles_in_flight = True  # type: ignore[attr-defined]
+    settle_first.settles_in_flight = True  # type: ignore[attr-defined]  # a mark on the function wrapped() looks for
 
     def set_autocommit(autocommit: bool) -> None:
         settle(db)
         unguarded(autocommit)
 
-    unguarded = db._set_autocommit
+    unguarded = db._set_autocommit  # type: ignore[attr-defined]  # django-stubs omits the backends' private hook
     outer = (db.__dict__.get("_set_autocommit"), getattr(db, "_durable_overlapping", False))  # a scope inside another
-    db._set_autocommit = set_autocommit  # type: ignore[method-assign]
-    db._durable_overlapping = True  # type: ignore[attr-defined]
+    db._set_autocommit = set_autocommit  # type: ignore[attr-defined]  # shadowed on this instance only
+    db._durable_overlapping = True  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     try:
         with db.execute_wrapper(settle_first):
             yield
             settle(db)
     finally:
-        db._durable_overlapping = outer[1]  # type: ignore[attr-defined]
+        db._durable_overlapping = outer[1]  # type: ignore[attr-defined]  # durable's state kept on Django's connection
         if outer[0] is None:
-            del db._set_autocommit  # the instance attribute: the class's method shows through again
+            del db._set_autocommit  # type: ignore[attr-defined]  # the instance attribute: the class's method shows through again
         else:
-            db._set_autocommit = outer[0]  # type: ignore[method-assign]
+            db._set_autocommit = outer[0]  # type: ignore[attr-defined]  # the outer scope's guard
         if getattr(db, "_durable_in_flight", None) is not None:  # leaving on an error: read it, keep that error
             try:
                 settle(db)
@@ -275,7 +275,7 @@ def _prepare(db: BaseDatabaseWrapper, statement: PreparedWrite, *, again: bool =
     prepared: tuple[Any, set[bytes]] = getattr(db, "_durable_prepared_writes", (None, set()))
     if prepared[0] is not pgconn:
         prepared = (pgconn, set())
-        db._durable_prepared_writes = prepared  # type: ignore[attr-defined]
+        db._durable_prepared_writes = prepared  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     if statement.name in prepared[1] and not again:
         return
     result = pgconn.prepare(statement.name, statement.sql, statement.types)

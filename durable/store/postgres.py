@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field
 from django.utils import timezone
 
 from durable.conf import durable_settings
@@ -103,12 +104,13 @@ _STEP_WRITE = in_flight.PreparedWrite.of("durable_step_write", _STEP_SQL, {
     "run_id": 2950, "token": 20, "seq": 23, "step": 25, "next_step": 25, "state": 25, "schema_version": 23,
     "now": 1184, "lease_expires_at": 1184})  # uuid, int8, int4, text, timestamptz
 
-# The last step: the run's status changes, the lease is released.
+# The last step: the run's status changes, the lease is released. A retry's error is cleared: it belongs
+# to the timeline (the journal's RETRY_SCHEDULED entries), and a run that succeeded has none.
 _FINISH_SQL = """
 WITH fenced AS (
     UPDATE durable_run
        SET checkpoint_seq = %(seq)s, current_step = '', attempt = 0, status = 'SUCCEEDED', output = %(output)s::jsonb,
-           finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
+           error = NULL, finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
  RETURNING id
 )
@@ -127,6 +129,14 @@ _FINISH_WRITE = in_flight.PreparedWrite.of("durable_finish_write", _FINISH_SQL, 
 _FENCE = """
     UPDATE durable_run SET lease_expires_at = COALESCE(%(lease_expires_at)s, lease_expires_at)
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s
+ RETURNING id
+"""
+
+# The heartbeat's renewal (RunStore.renew): fenced on the token alone, since this worker's steps
+# move the checkpoint on meanwhile; the expiry is its only write.
+_RENEW = """
+    UPDATE durable_run SET lease_expires_at = %(lease_expires_at)s
+     WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING'
  RETURNING id
 """
 
@@ -196,7 +206,7 @@ class PostgresRunStore(RunStore):
         run = _RUNS.instance(row, _CLAIM_EXTRAS)
         before = {name: getattr(run, f"before_{name}") for name in BEFORE_CLAIM}
         lease = claimed_lease(run, owner, lease_seconds, now, before)
-        if run.resume_fresh:
+        if getattr(run, "resume_fresh"):  # the claim's extras are attributes RowReader set by name
             lease.prefetched = _prefetched(run)
         return lease, run
 
@@ -252,7 +262,8 @@ class PostgresRunStore(RunStore):
 
     def renew(self, lease: Lease) -> None:
         now = timezone.now()
-        self._execute_fenced(_FENCE, {**_fence_params(lease, now), "lease_expires_at": lease.extended(now)}, lease)
+        self._execute_fenced(_RENEW, {"run_id": lease.run_id, "token": lease.token,
+                                      "lease_expires_at": lease.extended(now)}, lease)
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
@@ -276,7 +287,7 @@ class PostgresRunStore(RunStore):
         if row is None:  # the lease is lost, or another transaction inserted the row meanwhile
             return super().prepare_operation(lease, fields)
         operation = _OPERATIONS.instance(row, ("created",))
-        return operation, operation.created
+        return operation, getattr(operation, "created")  # an extra the statement selected
 
     def move_operation(self, lease: Lease, row: SideEffect, sources: frozenset[str], target: str, *,
                        journal: dict[str, Any] | None, count_attempt: bool = False,
@@ -296,11 +307,13 @@ class PostgresRunStore(RunStore):
 
 def _prefetched(run: Run) -> Prefetched:
     """What the claim statement read beside the run: its newest checkpoint, its recorded results."""
+    extra = {name: getattr(run, name) for name in _CLAIM_EXTRAS}  # set by name by RowReader.instance
     point = None
-    if run.resume_state is not None:  # the checkpoint at the run's checkpoint_seq exists
-        point = ResumePoint(run.checkpoint_seq, run.resume_next_step, _json(run.resume_state),
-                            run.resume_schema_version)
-    return Prefetched(point, [RecordedCall(*row) for row in _json(run.resume_calls) or []], run.resume_next_step)
+    if extra["resume_state"] is not None:  # the checkpoint at the run's checkpoint_seq exists
+        point = ResumePoint(run.checkpoint_seq, extra["resume_next_step"], _json(extra["resume_state"]),
+                            extra["resume_schema_version"])
+    return Prefetched(point, [RecordedCall(*row) for row in _json(extra["resume_calls"]) or []],
+                      extra["resume_next_step"])
 
 
 def _recorded(rows: Iterable[Sequence[Any]]) -> list[RecordedCall]:
@@ -336,12 +349,20 @@ def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
             "lease_expires_at": lease.renewal(now)}
 
 
+def _column(name: str) -> str:
+    """The ledger column of a SideEffect field; its fields are all concrete, none a relation's reverse side."""
+    field = SideEffect._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise TypeError(f"{name} is not a column of the ledger")
+    return field.column
+
+
 def _set_fields(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """`, column = %(set_column)s` for each ledger field, and its parameters. The columns come from
     the model, so nothing else reaches the SQL; JSON goes as the ORM would store it."""
     clause, params = "", {}
     for name, value in fields.items():
-        column = SideEffect._meta.get_field(name).column
+        column = _column(name)
         is_json = column in _JSON_COLUMNS
         clause += f", {column} = %(set_{column})s" + ("::jsonb" if is_json else "")
         params[f"set_{column}"] = _jsonb(value) if is_json else value

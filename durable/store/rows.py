@@ -16,7 +16,7 @@ class RowReader(Generic[M]):
 
     def __init__(self, model: type[M]) -> None:
         self.model = model
-        self.fields: tuple[Field, ...] = tuple(model._meta.concrete_fields)  # type: ignore[arg-type]
+        self.fields: tuple[Field[Any, Any], ...] = tuple(model._meta.concrete_fields)
         self.attnames = [field.attname for field in self.fields]
         self._converters: list[tuple[int, Any, list[Callable[..., Any]]]] | None = None
 
@@ -29,7 +29,7 @@ class RowReader(Generic[M]):
         then the named extras, in order, as attributes."""
         if self._converters is None:  # once per process: the fields whose database value needs converting
             self._converters = [(index, field.cached_col, converters) for index, field in enumerate(self.fields)
-                                if (converters := field.get_db_converters(connection))]
+                                if (converters := field.get_db_converters(connection))]  # type: ignore[attr-defined]  # not in the stubs
         count = len(self.fields)
         values = list(row[:count])
         for index, column, converters in self._converters:

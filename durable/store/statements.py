@@ -65,7 +65,7 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
     if kept is None or kept[0] is not raw or kept[1].closed:  # a new connection: a new cursor
         with db.wrap_database_errors:
             kept = (raw, db.create_cursor())
-        db._durable_cursor = kept  # type: ignore[attr-defined]
+        db._durable_cursor = kept  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     cursor = kept[1]
     db.validate_no_broken_transaction()
     with prepared(), db.wrap_database_errors:

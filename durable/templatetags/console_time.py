@@ -41,7 +41,7 @@ def _amount(seconds: float, parts: int) -> str:
     """`seconds` in its largest unit, and the next one when it adds something: "3 min 5 s", "2 days"."""
     if seconds < 10 and parts > 1:
         return f"{seconds:.1f} s".replace(".0 s", " s") if seconds >= 0.1 else f"{seconds * 1000:.0f} ms"
-    whole, said = int(seconds), []
+    whole, said = int(seconds), list[str]()
     for name, size in UNITS:
         count, whole = divmod(whole, size)
         if count and len(said) < parts:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from uuid import UUID
 
 import httpx
@@ -147,9 +147,12 @@ def run_scaleout(config: ScaleOutConfig, *, progress: Callable[[str], None] = la
                 starts = post_runs(config, web.urls, token, orders)
                 progress(f"{len(starts.run_ids)} run(s) started through the API; waiting for them to settle")
                 chaos = TransientFaults(sandbox, random.Random(config.seed), config.transient_per_second)
+                def tick() -> None:
+                    workers.supervise()
+                    chaos.tick()
+
                 try:
-                    unsettled = wait_for_runs(starts.run_ids, until=SETTLED, timeout=config.timeout,
-                                              tick=lambda: (workers.supervise(), chaos.tick()))
+                    unsettled = wait_for_runs(starts.run_ids, until=SETTLED, timeout=config.timeout, tick=tick)
                 except BaseException:  # interrupted: leave nothing for a later sweeper to wake
                     cancel_unsettled(starts.run_ids)
                     raise
@@ -291,7 +294,7 @@ def drop_queue(broker_url: str, queue: str) -> None:
 # -- counting --------------------------------------------------------------
 
 
-def gave_up_on_transient_errors(error: dict[str, Any] | None) -> bool:
+def gave_up_on_transient_errors(error: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """A run FAILED because a downstream kept answering 429/503 until its retry policy was spent."""
     return bool(error and error.get("retryable") and error.get("exhausted"))
 
@@ -334,8 +337,8 @@ def given_up_operation(error: dict[str, Any] | None, crashes: dict[str, list[str
     downstream refused every attempt to settle it (a lookup or a re-send with the same key)."""
     if not gave_up_on_transient_errors(error) or error.get("kind") != "unknown_side_effect":
         return None
-    op_id = error.get("operation_id")
-    uncertain = set(crashes.get(op_id, ())) & {AFTER_STARTED, AFTER_DOWNSTREAM}
+    op_id: str | None = error.get("operation_id")
+    uncertain = op_id is not None and set(crashes.get(op_id, ())) & {AFTER_STARTED, AFTER_DOWNSTREAM}
     return op_id if uncertain else None
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from durable import checks, downstream
 from durable.checks import (check_approvals, check_call_timeout, check_client_retries, check_crash_settlement,
                             check_declared_versions, check_drills, check_error_classification,
-                            check_side_effect_keys)
+                            check_side_effect_keys, check_sweeping)
 from durable.tools.demo import downstreams as demo_downstreams
 from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
 from durable.tools.demo.refund_checks import revalidate_refund
@@ -138,6 +138,32 @@ def test_a_random_or_time_based_business_key_is_an_error(step, culprits):
     line = next(n for n, text in enumerate(inspect.getsource(step).splitlines()) if "ctx.side_effect" in text)
     assert f"tests/durable/test_checks.py:{step.__code__.co_firstlineno + line}" in error.msg
     assert "ctx.activity" in error.hint
+
+
+def keyed_by_each_tool_call(ctx: Any, state: State) -> State:
+    results = {}
+    for c in [{"id": state.order_id}]:
+        results[c["id"]] = {"at": timezone.now().isoformat()}  # the container changes; `c` is not assigned
+        state.refund = ctx.side_effect("refund", business_key=c["id"], downstream=payments, payload=results)
+    return state
+
+
+def keyed_by_clock_on_one_path(ctx: Any, state: State) -> State:
+    key = state.order_id or str(uuid.uuid4())
+    state.refund = ctx.side_effect("refund", business_key=key, downstream=payments, payload={})
+    return state
+
+
+def test_a_clock_stamped_result_stored_under_a_calls_id_does_not_touch_its_key():
+    assert check_side_effect_keys([workflow(keyed_by_each_tool_call)]) == []
+
+
+def test_a_key_the_clock_may_reach_on_some_path_is_a_warning_naming_the_line():
+    [warning] = check_side_effect_keys([workflow(keyed_by_clock_on_one_path)])
+    assert warning.id == "durable.W003" and warning.level == django_checks.WARNING
+    line = keyed_by_clock_on_one_path.__code__.co_firstlineno + 1
+    assert f"may be built with uuid.uuid4() at line {line}:" in warning.msg
+    assert "docs/operations.md#launch-checklist" in warning.hint
 
 
 def test_a_side_effect_without_a_business_key_by_name_is_an_error():
@@ -356,3 +382,28 @@ def test_check_deploy_runs_the_launch_checks_too(shipped, monkeypatch):
     assert {"durable.E007", "durable.W011"} <= set(ids(messages))
     assert {"durable.E007", "durable.W011"} <= set(ids(django_checks.run_checks(tags=[checks.DURABLE],
                                                                                 databases=["default"])))
+
+
+@pytest.mark.django_db
+def test_a_host_project_without_the_tools_app_is_never_asked_for_a_drill_it_cannot_run(shipped):
+    from django.test import modify_settings
+
+    assert ids(checks.newest_versions_drilled(databases=["default"])) == ["durable.W011"]
+    with modify_settings(INSTALLED_APPS={"remove": ["durable.tools"]}):
+        assert checks.newest_versions_drilled(databases=["default"]) == []
+
+
+def test_w016_warns_when_nothing_will_sweep_and_names_what_to_turn_on():
+    assert check_sweeping(True, set()) == []  # the default: every worker sweeps in turn
+    assert check_sweeping(False, {"durable.sweep"}) == []  # beat sweeps instead
+    (warning,) = check_sweeping(False, {"durable.prune"})
+    assert warning.id == "durable.W016" and "DURABLE_WORKER_SWEEPS" in warning.hint
+    assert "docs/operations.md" in warning.hint
+
+
+def test_w016_reads_the_projects_beat_schedule(settings):
+    settings.DURABLE_WORKER_SWEEPS = False
+    settings.CELERY_BEAT_SCHEDULE = {}
+    assert "durable.W016" in ids(checks.something_sweeps())
+    settings.CELERY_BEAT_SCHEDULE = {"sweep": {"task": "durable.sweep", "schedule": 2.0}}
+    assert checks.something_sweeps() == []

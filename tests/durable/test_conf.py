@@ -52,7 +52,7 @@ def test_every_durable_setting_the_apps_read_has_a_default_and_goes_through_the_
 def test_a_project_sets_only_what_it_changes():
     with override_settings():
         del django_settings.DURABLE_LEASE_SECONDS
-        assert durable_settings.DURABLE_LEASE_SECONDS == DEFAULTS["DURABLE_LEASE_SECONDS"] == 60.0
+        assert durable_settings.DURABLE_LEASE_SECONDS == DEFAULTS["DURABLE_LEASE_SECONDS"] == 10.0
     with override_settings(DURABLE_LEASE_SECONDS=7):
         assert durable_settings.DURABLE_LEASE_SECONDS == 7
     with pytest.raises(AttributeError, match="not a durable setting"):
@@ -62,7 +62,7 @@ def test_a_project_sets_only_what_it_changes():
 @pytest.mark.parametrize(("name", "value", "says"), [
     ("DURABLE_LEASE_SECONDS", "60", "must be a number, not str '60'"),
     ("DURABLE_LEASE_SECONDS", -1, "must not be negative"),
-    ("DURABLE_LOGIN_ATTEMPTS", 0, "must be at least 1"),
+    ("DURABLE_BULK_LIMIT", 0, "must be at least 1"),
     ("DURABLE_DELIVER_TWICE", "yes", "must be True or False"),
     ("DURABLE_WORKFLOW_MODULES", "durable.tools.demo.claims_agent", "must be a list of module names"),
     ("DURABLE_LLM_BASE_URL", "localhost:8000", "must be an http(s) URL"),

@@ -1,4 +1,4 @@
-"""Production hardening: throttled logins and API calls, secure cookies and HSTS over HTTPS."""
+"""Production hardening: throttled API calls, secure cookies and HSTS over HTTPS (login lockout: test_lockout.py)."""
 import json
 import os
 import re
@@ -19,41 +19,6 @@ from durable.conf import durable_settings
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
-
-
-def log_in(client: Client, password: str):
-    return client.post("/accounts/login/", {"username": "ann", "password": password})
-
-
-def test_failed_logins_are_throttled_per_username_and_say_so(settings):
-    User.objects.create_user("ann", password="right-password")
-    client = Client()
-    for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS):
-        assert log_in(client, "wrong").status_code == 200  # the form again, with its error
-    refused = log_in(client, "right-password")
-    assert refused.status_code == 429 and b"Too many failed attempts" in refused.content
-    assert "_auth_user_id" not in client.session  # even the right password waits out the window
-
-
-def test_a_successful_login_clears_the_usernames_failures(settings):
-    User.objects.create_user("ann", password="right-password")
-    client = Client()
-    for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS - 1):
-        log_in(client, "wrong")
-    assert log_in(client, "right-password").status_code == 302
-    other = Client(REMOTE_ADDR="10.0.0.2")
-    for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS - 1):
-        assert log_in(other, "wrong").status_code == 200  # the count started again
-
-
-def test_a_hostile_username_is_throttled_too_under_a_key_any_cache_accepts(settings):
-    client = Client()
-    hostile = {"username": "a\x00b c" + "x" * 140, "password": "wrong"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CacheKeyWarning)  # what memcached would refuse
-        answers = [client.post("/accounts/login/", hostile).status_code
-                   for _ in range(durable_settings.DURABLE_LOGIN_ATTEMPTS + 1)]
-    assert answers[-1] == 429 and set(answers[:-1]) == {200}
 
 
 def test_api_calls_beyond_the_users_rate_get_429(monkeypatch):

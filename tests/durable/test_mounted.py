@@ -42,6 +42,16 @@ def test_an_anonymous_visitor_goes_to_the_consoles_login_and_back_under_the_pref
     assert logged_in.status_code == 302 and logged_in["Location"] == "/ops/"  # no ?next=: the console, not the host
 
 
+@pytest.mark.parametrize("guess, login", [
+    ("/ops/login/", "/ops/accounts/login/"),
+    ("/ops/login/?next=/ops/runs/", "/ops/accounts/login/?next=/ops/runs/"),
+])
+def test_the_guessed_login_address_under_the_prefix_leads_to_the_consoles_login(guess, login):
+    response = Client().get(guess)
+    assert response.status_code == 302 and response["Location"] == login
+    assert Client().get(response["Location"]).status_code == 200
+
+
 def test_every_console_page_points_only_under_the_prefix(sandbox):
     world = build_world(sandbox)
     client = Client()

@@ -1,9 +1,14 @@
 """The workflow API and the registry that holds versions side by side."""
+import sys
+import uuid
+
 import pytest
 from pydantic import BaseModel
 
+import durable.registry as registry_module
 from durable import RetryPolicy, Workflow
-from durable.registry import UnknownWorkflow, WorkflowRegistry, discover, registry
+from durable.conf import durable_settings
+from durable.registry import UnknownWorkflow, WorkflowRegistry, discover
 
 
 class S(BaseModel):
@@ -58,6 +63,30 @@ def test_registry_holds_versions_side_by_side_and_starts_the_newest():
         reg.register(make(1))
 
 
-def test_workflows_are_discovered_from_the_modules_setting():
-    discover(["durable.tools.demo.claims_agent", "tests.durable.workflows"])
-    assert {"claims-agent", "test-counting"} <= set(registry.names())
+DISCOVERED = """
+from pydantic import BaseModel
+from durable import Workflow, register
+
+class S(BaseModel):
+    x: int = 0
+
+found = register(Workflow(name="found-by-discovery", version=1, state=S, input=S, prompt_release="p"))
+found.step(lambda ctx, state: state, name="only")
+"""
+
+
+def test_workflows_are_discovered_from_the_modules_setting(tmp_path, monkeypatch, settings):
+    """A module nothing has imported yet: its workflow is registered once the setting names it, not before."""
+    fresh = WorkflowRegistry()  # empty: only this discovery can put the workflow there
+    monkeypatch.setattr(registry_module, "registry", fresh)
+    module = f"workflows_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(DISCOVERED)
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, module, raising=False)  # and taken out again when the test ends
+    settings.DURABLE_WORKFLOW_MODULES = [module]
+    assert module not in sys.modules and "found-by-discovery" not in fresh.names()
+
+    discover(durable_settings.DURABLE_WORKFLOW_MODULES)  # what DurableConfig.ready() does at start-up
+
+    assert module in sys.modules and fresh.import_failures == {}
+    assert fresh.current("found-by-discovery").first_step == "only"

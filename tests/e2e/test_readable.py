@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import Browser, Page, expect
 
 from durable.models import OperatorPreferences
@@ -32,10 +34,12 @@ def test_the_login_page_is_styled_and_the_favicon_is_served(page: Page):
     card = page.locator(".login-card")
     expect(card).to_be_visible()
     assert card.evaluate("element => getComputedStyle(element).backgroundColor") == "rgb(255, 255, 255)"
-    assert page.locator("link[rel=icon]").count() == 1
+    icons = page.locator("link[rel=icon]")  # the console's SVG, then the standalone project's own icon
+    assert icons.evaluate_all("links => links.map(link => link.getAttribute('href'))") == [
+        "/static/durable/favicon.svg", "/static/favicon.ico"]
     screenshot(page, "login")
-    answer = page.request.get("/favicon.ico")
-    assert answer.status == 200 and answer.headers["content-type"].startswith("image/svg+xml")
+    answer = page.request.get("/favicon.ico")  # redirected to the project's own file
+    assert answer.status == 200 and answer.body() == (Path(settings.BASE_DIR) / "static" / "favicon.ico").read_bytes()
 
 
 def test_times_follow_the_browsers_zone_and_json_is_highlighted_and_copies(tokyo_page: Page, own_queue):

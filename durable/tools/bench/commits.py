@@ -29,7 +29,7 @@ class CommitCounter:
             real_commit()
             self.commits += 1
 
-        connection.commit = counted_commit  # type: ignore[method-assign]
+        connection.commit = counted_commit  # type: ignore[method-assign]  # wraps this connection's own
 
 
 @contextmanager
@@ -41,7 +41,7 @@ def count_commits() -> Iterator[CommitCounter]:
         real_commit()
         counter.commits += 1
 
-    connection.commit = counted_commit  # type: ignore[method-assign]
+    connection.commit = counted_commit  # type: ignore[method-assign]  # wraps this connection's own
     try:
         with connection.execute_wrapper(counter.execute_wrapper):
             yield counter

@@ -160,7 +160,7 @@ class PageTiming:
 
 
 def time_page(client: Client, name: str, url: str, repeat: int, count: str, *, status: int = 200,
-              revalidate: bool = False, **headers: str) -> PageTiming:
+              revalidate: bool = False, **headers: Any) -> PageTiming:
     """Request `url` `repeat` times (after one warm-up) over HTTPS; `count` is a marker counted in the page as its
     rows; `status` the answer expected (302: a search that opens the one thing it found).
 

@@ -20,6 +20,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -31,6 +32,7 @@ from django.urls import reverse
 
 from durable import services
 from durable.models import Run
+from durable.permissions import Person
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -146,19 +148,19 @@ def phase(name: str, url: str, cookies: list[str], version: str | None, seconds:
                  times[int(0.95 * (len(times) - 1))])
 
 
-def queries_per_poll(user: object, url: str, version: str) -> dict[int, int]:
+def queries_per_poll(user: Person, url: str, version: str) -> dict[int, int]:
     client = Client()
     client.force_login(user)
     counted = {}
     for sent in (version, None):
-        headers = {"HTTP_IF_NONE_MATCH": sent} if sent else {}
+        headers: dict[str, Any] = {"HTTP_IF_NONE_MATCH": sent} if sent else {}
         with CaptureQueriesContext(connection) as queries:
             status = client.get(url, secure=True, HTTP_HX_REQUEST="true", **headers).status_code
         counted[status] = len(queries.captured_queries)
     return counted
 
 
-def sessions(user: object, count: int) -> list[str]:
+def sessions(user: Person, count: int) -> list[str]:
     cookies = []
     for _ in range(count):
         client = Client()

@@ -30,7 +30,10 @@ def time_resume(activities: int, repeat: int = 30) -> list[str]:
         db, timings, replayed = store(), [], 0
         for _ in range(repeat + 1):  # the first one warms up
             started = time.perf_counter()
-            lease, _ = db.claim(run.id, "bench-resume", 60)
+            claimed = db.claim(run.id, "bench-resume", 60)
+            if claimed is None:
+                raise RuntimeError(f"run {run.id} could not be claimed: another worker holds it")
+            lease, _ = claimed
             db.resume_point(lease)
             replayed = len(db.recorded_calls(lease, "step1"))
             timings.append((time.perf_counter() - started) * 1000)

@@ -139,7 +139,7 @@ def _probe_once(client: Any, approver: Any, business_key: str, found: Wakeups, t
     decided = time.time()
     decide(request_id=request.id, user=approver, verdict="approve", snapshot_hash=request.snapshot_hash, source="api")
     state = _wait(run_id, RunStatus.SUCCEEDED, timeout)
-    due = JournalEntry.objects.get(run_id=run_id, kind=JournalEntry.Kind.RETRY_SCHEDULED).detail["due"]
+    due = (JournalEntry.objects.get(run_id=run_id, kind=JournalEntry.Kind.RETRY_SCHEDULED).detail or {})["due"]
     found.ms["started"].append((state.started_at - sent) * 1000)
     found.ms["approved"].append((state.approved_at - decided) * 1000)
     found.ms["retried"].append((state.retried_at - datetime.fromisoformat(due).timestamp()) * 1000)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -72,8 +72,11 @@ def lookup(ctx: Any, state: ClaimState) -> ClaimState:
     return state
 
 
+Claim = TypeVar("Claim", bound="ClaimState")  # v2's risk_check calls v1's step on its own state
+
+
 @claims_agent.step
-def propose_refund(ctx: Any, state: ClaimState) -> ClaimState:
+def propose_refund(ctx: Any, state: Claim) -> Claim:
     plan, order = state.plan or {}, state.order or {}
     if plan.get("intent") != "refund":
         raise NonRetryableError("the planner found no refund request in the message", kind="business_rejection")
@@ -149,7 +152,7 @@ claims_agent_v2.step(lookup)
 
 @claims_agent_v2.step
 def risk_check(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
-    state = propose_refund(ctx, state)  # type: ignore[assignment]
+    state = propose_refund(ctx, state)
     amount = (state.proposed_refund or {})["amount"]
     approvers = approvers_for(amount)
     state.risk = {"level": "high" if approvers > 1 else "normal", "approvers_required": approvers,

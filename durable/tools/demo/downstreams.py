@@ -5,10 +5,8 @@ from typing import Any
 
 import httpx
 
+from durable import Capabilities, Classification, DownstreamOutcome, NonRetryableError, classify, register_downstream
 from durable.conf import durable_settings
-from durable.downstream import DownstreamOutcome, register_downstream
-from durable.engine.errors import Classification, NonRetryableError, classify
-from durable.engine.ledger import Capabilities
 
 
 # httpx never retries requests by itself, and its transport retries only failed connects; 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from durable import Revalidation
 from durable.tools.demo import downstreams
-from durable.engine.approvals import Revalidation
 
 TWO_APPROVERS_ABOVE = Decimal("1000")  # refunds over this need two different approvers
 

@@ -186,7 +186,7 @@ def reset(call: Call) -> Reply:
 
 def arm_fault(call: Call) -> Reply:
     body = call.json()
-    call.state.arm_fault(body.get("service"), body.get("mode"), body.get("times", 1))
+    call.state.arm_fault(body.get("service", ""), body.get("mode", ""), body.get("times", 1))  # validated there
     return Reply(200, {"faults": call.state.faults_snapshot()})
 
 
@@ -325,7 +325,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             )
             if route.service is None:
                 return route.handler(call)
-            return self._serve_service(route, call)
+            return self._serve_service(route, route.service, call)
         except SandboxError as exc:
             return Reply(exc.status, {"error": exc.message})
         except _DropConnection:
@@ -333,11 +333,11 @@ class SandboxHandler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug in the sandbox must still answer JSON, not hang the client
             return Reply(500, {"error": f"internal sandbox error: {exc!r}"})
 
-    def _serve_service(self, route: Route, call: Call) -> Reply:
+    def _serve_service(self, route: Route, service: str, call: Call) -> Reply:
         state = self.server.state
         # Count before faulting: a rate-limited or dropped call still reached the service.
-        state.record_call(route.service, call.idempotency_key, _business_key(route, call))
-        fault = state.take_fault(route.service)
+        state.record_call(service, call.idempotency_key, _business_key(route, call))
+        fault = state.take_fault(service)
         if fault == "429":
             return Reply(429, {"error": "rate limited"}, {"Retry-After": state.retry_after})
         if fault == "503":
@@ -447,7 +447,7 @@ class SandboxServer:
         if self._httpd is None:
             raise RuntimeError("sandbox server is not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"  # typeshed allows bytes
 
     def stop(self) -> None:
         """Stop serving and release the port; wakes any request that is hanging on a fault."""

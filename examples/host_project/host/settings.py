@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",  # the API's schema at /ops/api/schema/
     "django_htmx",
+    "axes",  # login lockout at every login form (docs/embedding.md)
     "durable",
     "approvals",
     "reconciliation",
@@ -46,11 +47,13 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "durable.middleware.RefusalLogMiddleware",  # every 403 answered: one row in durable's security log
     "durable.middleware.ActorMiddleware",  # names who granted or removed a role in durable's audit trail
     "durable.middleware.OperatorTimezoneMiddleware",  # console times in each operator's zone
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # the console's views answer htmx requests with fragments
+    "axes.middleware.AxesMiddleware",  # last: a locked-out login answered 429
 ]
 
 ROOT_URLCONF = "host.urls"
@@ -84,6 +87,7 @@ STATIC_ROOT.mkdir(exist_ok=True)
 
 LOGIN_URL = "durable:login"  # the console's login (a host may keep its own instead)
 LOGIN_REDIRECT_URL = "durable:overview"
+CSRF_FAILURE_VIEW = "durable.security.csrf_failure"  # Django's page; durable's security log gets the reason
 
 REST_FRAMEWORK = {
     # durable's API tokens (hashed, expiring, revocable: manage.py durable_tokens, /ops/tokens/).
@@ -92,6 +96,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "durable.api.schema.AutoSchema",
 }
+
+# Login lockout (django-axes), as docs/embedding.md shows: a username locked from every address, an address
+# over every username, in the database every web process shares.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "durable.lockout.LoginAttemptHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = 0.25  # hours: a lock lasts 15 minutes
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_USERNAME_CALLABLE = "durable.lockout.username_of"
+AXES_CLIENT_IP_CALLABLE = "durable.security.client_address"
+AXES_LOCKOUT_CALLABLE = "durable.lockout.locked_out"
 
 # The shop's Celery app (host/celery.py) reads these. Its own queue; CELERY_BROKER_URL from the environment.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
@@ -107,9 +123,6 @@ CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-run leaves the message fo
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE = {  # `celery -A host beat`: durable's sweeper re-sends lost and due runs
-    "durable-sweep": {"task": "durable.sweep", "schedule": 5.0},
-}
 
 # durable: only what the shop changes from the defaults in durable/conf.py.
 DURABLE_WORKFLOW_MODULES = ["shop.workflows"]

@@ -11,10 +11,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from durable import NonRetryableError
-from durable.downstream import DownstreamOutcome, register_downstream
-from durable.engine.errors import Classification, classify
-from durable.engine.ledger import Capabilities
+from durable import Capabilities, Classification, DownstreamOutcome, NonRetryableError, classify, register_downstream
 
 CLIENT_RETRIES = 0  # durable owns retries; the client never repeats a request by itself
 

@@ -10,8 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import RetryPolicy, Workflow, register
-from durable.engine.approvals import Revalidation
+from durable import RetryPolicy, Revalidation, Workflow, register
 from shop import downstream
 
 

@@ -149,12 +149,14 @@ def test_a_notice_whose_answer_was_lost_is_settled_in_the_console_and_the_run_go
     assert len(service.state.notices) == 1  # settled by a person, never sent again
 
 
-def test_the_hosts_celery_app_finds_durables_tasks_and_its_beat_schedule_names_them():
+def test_the_hosts_celery_app_finds_durables_tasks_and_needs_no_beat():
+    from durable.checks import something_sweeps
     from host.celery import app
 
     app.loader.import_default_modules()  # what a worker does at start: autodiscover_tasks() runs here
     assert {"durable.advance_run", "durable.sweep"} <= set(app.tasks)
-    assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} <= set(app.tasks)
+    assert getattr(settings, "CELERY_BEAT_SCHEDULE", None) is None  # the host starts no beat:
+    assert something_sweeps() == []  # its workers sweep (DURABLE_WORKER_SWEEPS), so durable.W016 stays quiet
 
 
 @pytest.mark.django_db
@@ -178,3 +180,21 @@ def test_a_service_calls_the_api_with_a_token_made_by_the_command_and_a_revoked_
     call_command("durable_tokens", "revoke", ApiToken.objects.get(user__username="intake").prefix, stdout=StringIO())
     refused = api.get("/ops/api/runs/")
     assert refused.status_code == 401 and "revoked" in refused.json()["detail"]
+
+
+def test_the_hosts_logins_lock_a_username_out_across_addresses_and_every_403_is_logged(make_user):
+    """The lockout and the refusal log a host gets from the settings docs/embedding.md shows (django-axes)."""
+    from durable.models import SecurityEvent
+
+    make_user("guessed", OPERATOR)
+    for i in range(settings.AXES_FAILURE_LIMIT):  # one guess from each address of a botnet
+        Client(REMOTE_ADDR=f"203.0.113.{i}").post("/ops/accounts/login/", {"username": "guessed", "password": "x"})
+    locked = Client(REMOTE_ADDR="192.0.2.1").post("/ops/accounts/login/", {
+        "username": "guessed", "password": "pw-guessed-long-enough"})
+    assert locked.status_code == 429 and b"Too many failed attempts" in locked.content
+    assert SecurityEvent.objects.filter(kind="login_throttled", username="guessed").exists()
+    viewer = Client()
+    viewer.force_login(make_user("viewer-only"))
+    assert viewer.get("/ops/audit/").status_code == 403
+    refused = SecurityEvent.objects.get(kind="forbidden", username="viewer-only")
+    assert refused.target == "/ops/audit/" and "permission" in refused.reason

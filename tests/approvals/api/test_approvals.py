@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from tests.approvals.flow import waiting_claim
-from tests.conftest import make_user
+from tests.conftest import assert_unauthenticated, make_user
 from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
@@ -136,7 +136,7 @@ def test_the_runs_starter_cannot_approve_it_through_the_api(demo):
 
 def test_nothing_is_shown_to_anonymous_callers_or_users_without_the_view_permission(demo):
     _, request = waiting_claim()
-    assert APIClient().get(APPROVALS).status_code in (401, 403)
+    assert_unauthenticated(APIClient().get(APPROVALS))
     nobody = client_for(make_user("nobody"))
     assert nobody.get(APPROVALS).status_code == 403
     assert nobody.get(f"{APPROVALS}{request.id}/").status_code == 403

@@ -7,6 +7,7 @@ from durable import services
 from durable.models import Run
 from tests.conftest import make_user
 from tests.audit import operator_actions
+from tests.endpoints import assert_one_refusal_logged, security_log_mark
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +28,11 @@ def intake(db):
 
 
 def test_the_intake_service_cannot_start_v1_which_has_no_approval_step(intake):
+    mark = security_log_mark()
     answer = client_for(intake).post(RUNS, {**CLAIM, "version": 1}, format="json")
     assert answer.status_code == 403
+    assert_one_refusal_logged(mark, username="intake", path=RUNS, action="start_older_version",
+                              says="claims-agent v1 only finishes the runs pinned to it")
     assert "claims-agent v1 only finishes the runs pinned to it" in answer.data["detail"]
     assert "v2" in answer.data["detail"]
     assert not Run.objects.exists()
@@ -55,6 +59,15 @@ def test_starting_an_older_version_with_the_permission_is_audited_with_its_reaso
     assert (action.actor_username, action.reason, str(action.run_id)) == (
         "release-manager", "re-run under the old policy", answer.data["id"])
     assert action.detail == {"version": 1, "current_version": 2}
+
+
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_starting_an_older_version_without_a_reason_is_a_400_on_reason(reason):
+    starter = make_user("release-manager", "durable.start_run", "durable.view_run", "durable.start_older_version")
+    body = {**CLAIM, "version": 1, **({} if reason is None else {"reason": reason})}
+    answer = client_for(starter).post(RUNS, body, format="json")
+    assert answer.status_code == 400 and "needs a reason" in str(answer.data["reason"])
+    assert not Run.objects.exists() and not operator_actions().exists()
 
 
 def test_the_service_itself_holds_the_rule_for_every_caller(intake):

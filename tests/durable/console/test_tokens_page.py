@@ -60,7 +60,8 @@ def test_a_user_revokes_their_own_token_and_it_stops_working_at_once():
     assert response.status_code == 302
     assert works(token) == 401
     assert OperatorAction.objects.get(action="revoke_api_token").reason == "laptop lost"
-    assert browser.post(reverse("durable:token-revoke", args=[row.id]), {}).status_code == 409
+    again = browser.post(reverse("durable:token-revoke", args=[row.id]), {})
+    assert again.status_code == 409 and f"API token {row.prefix}… was already revoked" in again.content.decode()
 
 
 def test_a_manager_sees_everyones_tokens_makes_one_for_a_service_and_revokes_any():

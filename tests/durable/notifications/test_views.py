@@ -48,7 +48,8 @@ def test_a_channel_that_cannot_reach_the_user_is_a_400_naming_it_and_saves_nothi
 
 def test_an_unknown_event_is_a_400_and_saves_nothing():
     ann = user_with_roles("ann", APPROVER)
-    assert browser(ann).post(URL, {"events": ["everything"]}).status_code == 400
+    answer = browser(ann).post(URL, {"events": ["everything"]})
+    assert answer.status_code == 400 and "everything is not one of the available choices" in answer.content.decode()
     assert not NotificationPreference.objects.exists()
 
 

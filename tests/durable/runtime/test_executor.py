@@ -97,6 +97,26 @@ def test_retryable_error_waits_with_backoff_then_succeeds(calls_file):
     assert JournalEntry.objects.filter(run=run, kind="retry_scheduled").count() == 1
 
 
+def test_a_run_that_succeeds_after_a_retry_has_no_error_and_its_timeline_keeps_the_retrys(calls_file):
+    run = start(calls_file, fail_times=1)
+    executor.advance(run.id)
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
+    executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and run.error is None
+    [retry] = JournalEntry.objects.filter(run=run, kind="retry_scheduled")
+    assert retry.detail["error"]["kind"] == "transient"
+
+
+def test_a_cancelled_run_has_no_error_and_its_timeline_keeps_the_retrys(calls_file):
+    run = start(calls_file, fail_times=1)
+    executor.advance(run.id)
+    services.cancel_run(run_id=run.id, user=None, source="test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and run.error is None
+    assert JournalEntry.objects.filter(run=run, kind="retry_scheduled").count() == 1
+
+
 def test_exhausted_retries_fail_the_run_with_the_classified_error(calls_file):
     run = start(calls_file, fail_times=5)
     for _ in range(3):

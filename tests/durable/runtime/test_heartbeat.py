@@ -8,15 +8,17 @@ still in flight.
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from durable import services
 from durable.runtime import dispatch
 from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
-from durable.runtime.heartbeat import Heartbeat, lease_kept
+from durable.runtime.heartbeat import Heartbeat, kept_alive, lease_kept
 from durable.models import JournalEntry, Run
 from durable.tools.processes import WorkerProcess
 from durable.tools.sandbox import SandboxServer
@@ -100,6 +102,40 @@ def test_a_call_on_a_lease_with_time_to_spare_adds_no_write_before_it(claimed, s
     Run.objects.filter(id=run.id).update(lease_expires_at=None)
     with lease_kept(db, lease):
         assert lease_expiry(run) is None  # the claim's 60 s cover the call: no extra round trip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_between_calls_the_heartbeat_renews_only_a_lease_nothing_else_renewed_for_a_third_of_it(claimed):
+    db, lease, run = claimed
+    keep = Heartbeat(db, lease, when_stale=True)  # beaten by hand here: no thread, no timing
+    Run.objects.filter(id=run.id).update(lease_expires_at=None)
+    assert keep.beat() and keep.renewals == 0 and lease_expiry(run) is None  # just claimed: nothing to do
+    lease.renewed_at -= keep.interval  # a step has run that long without a renewal
+    assert keep.beat() and keep.renewals == 1 and lease_expiry(run) is not None
+    assert lease.seconds_left() > lease.seconds - 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_renews_while_the_workers_steps_move_the_checkpoint_on(claimed):
+    """It renews from its own thread: fenced on the token, not on the checkpoint the steps move on."""
+    db, lease, run = claimed
+    db.commit_step(lease, "step1", "step2", {"n": 1}, 1)
+    lease.seq -= 1  # as the heartbeat thread may have read it, just before the step's write
+    db.renew(lease)  # no LeaseLost: the token still holds
+    take_over(run)
+    with pytest.raises(LeaseLost):
+        db.renew(lease)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_holding_a_run_keeps_its_lease_alive_through_a_step_longer_than_the_lease(claimed):
+    db, lease, run = claimed
+    lease.seconds = 0.6  # renewed every 0.2 s while held
+    started = timezone.now()
+    with kept_alive(db, lease):
+        # An expiry past started + 2 leases was set more than a lease after the step began.
+        wait_for(lambda: lease_expiry(run) > started + timedelta(seconds=1.2), what="renewals past the first lease")
+    assert Run.objects.get(id=run.id).fencing_token == lease.token  # still this worker's: never taken over
 
 
 # -- the attack, on two real workers with the sweeper running ---------------------------

@@ -1,4 +1,5 @@
 """The sweeper: the database, not the broker, says which runs must be sent to a worker again."""
+import time
 from datetime import timedelta
 from io import StringIO
 
@@ -7,9 +8,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from durable import services
-from durable.runtime import sweeper
+from durable import tasks
+from durable.runtime import dispatch, sweeper
+from durable.runtime.worker import PRUNE_TASK, worker_period
 from durable.engine.states import TERMINAL, RunStatus
-from durable.models import Run
+from durable.models import Run, SweepTurn
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +41,25 @@ def test_a_running_run_whose_lease_expired_is_sent_again(sent):
     run = run_in(RunStatus.RUNNING, lease_owner="dead-worker", lease_expires_at=ago(1))
     assert sweeper.sweep() == [run.id]
     assert sent == [run.id]
+
+
+def test_a_dead_workers_run_sent_moments_before_its_lease_began_running_out_is_sent_again_at_once(sent):
+    # Its last copy went to the worker that died: the grace period between copies does not hold it back.
+    run = run_in(RunStatus.RUNNING, last_sent=3, lease_owner="dead-worker", lease_expires_at=ago(1))
+    assert sweeper.sweep() == [run.id]
+    assert sweeper.sweep() == []  # now sent since its lease ran out: the grace period applies again
+
+
+def test_one_sweep_turn_per_period_across_workers_and_one_per_tool_scope(settings):
+    assert sweeper.take_turn("host:1", 60)  # the first turn ever makes the row
+    assert not sweeper.take_turn("host:2", 60)  # within the period: the other worker sweeps nothing
+    settings.DURABLE_SCOPE_CREATED_BY = 7
+    assert sweeper.turn_scope() == "created_by:7"
+    assert sweeper.take_turn("bench:3", 60)  # a tool's workers take turns of their own, never production's
+    del settings.DURABLE_SCOPE_CREATED_BY
+    SweepTurn.objects.filter(scope="production").update(due_at=ago(1))
+    assert sweeper.take_turn("host:2", 60)  # the period over: the next worker to look sweeps
+    assert SweepTurn.objects.get(scope="production").taken_by == "host:2"
 
 
 def test_a_running_run_with_a_live_lease_is_left_alone(sent):
@@ -140,3 +162,19 @@ def test_a_run_stuck_in_a_backlog_is_sent_again_with_ever_longer_gaps(sent):
     Run.objects.filter(id=run.id).update(enqueued_at=ago(55))
     assert sweeper.sweep() == [run.id]
     assert sent == [run.id]
+
+
+def test_a_workers_period_sweeps_on_its_turn_and_sends_the_days_retention_pass_once(settings, sent, monkeypatch):
+    """What each worker's thread does every DURABLE_SWEEP_SECONDS (durable/runtime/worker.py), with no beat."""
+    settings.DURABLE_RETENTION_DAYS = 30
+    tasks_sent = []
+    monkeypatch.setattr(dispatch, "send_by_name", tasks_sent.append)
+    dead = run_in(RunStatus.RUNNING, lease_owner="dead-worker", lease_expires_at=ago(1))
+    sent.clear()
+    worker_period(time.monotonic())
+    assert sent == [dead.id]  # the dead worker's run, re-sent by a worker's sweep: no beat
+    assert tasks_sent == [PRUNE_TASK] == [tasks.prune.name]  # the day's retention pass, as beat would send it
+    assert set(SweepTurn.objects.values_list("scope", flat=True)) == {"production", "retention"}
+    Run.objects.filter(id=dead.id).update(enqueued_at=None)
+    worker_period(time.monotonic())  # within the period, and the day: both turns are taken
+    assert sent == [dead.id] and tasks_sent == [PRUNE_TASK]

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from durable import services
 from durable.runtime import dispatch
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, Run
+from durable.models import JournalEntry, Process, Run
 from durable.tools.processes import WorkerProcess
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.workflows import calls_in
@@ -70,6 +70,39 @@ def test_sigkill_mid_step_resumes_from_the_last_checkpoint_without_repeating_act
     tokens = dict(JournalEntry.objects.filter(run=run, kind="activity").values_list("name", "fencing_token"))
     assert tokens["a2"] < tokens["a3"]  # the rescuer wrote under a newer fencing token
     assert run.fencing_token >= 2
+
+
+def test_a_run_of_a_killed_worker_is_resumed_by_another_worker_with_default_settings_and_no_beat(
+        own_queue, calls_file, tmp_path, worker_log_dir):
+    """Issue 28 item 9: the lease, the heartbeat and the sweeper inside every worker, as the docs start them."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    doomed = WorkerProcess(log_path=worker_log_dir / "default-doomed.log", name="default-doomed").start()
+    try:
+        run, _ = services.start_run(workflow="test-counting", business_key="killed",
+                                    input={"calls_file": calls_file, "hold_file": str(hold)})
+        wait_for(lambda: JournalEntry.objects.filter(run=run, name="a2").exists(), what="s2 to record a2")
+        with WorkerProcess(log_path=worker_log_dir / "default-rescuer.log", name="default-rescuer"):
+            doomed.kill()
+            hold.unlink()
+            # Liveness only, generously bounded: durable_bench --kill measures how soon (docs/benchmarks.md).
+            wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, timeout=60,
+                     what="another worker to resume the killed worker's run")
+    finally:
+        doomed.stop()
+    run.refresh_from_db()
+    assert Counter(calls_in(calls_file)) == {"a1": 1, "a2": 1, "a3": 1, "a4": 1}  # nothing done twice
+    assert list(run.checkpoints.values_list("seq", flat=True)) == [0, 1, 2, 3]
+    tokens = dict(JournalEntry.objects.filter(run=run, kind="activity").values_list("name", "fencing_token"))
+    assert tokens["a2"] < tokens["a3"]  # the rescuer wrote under a newer fencing token
+
+
+def test_a_worker_records_itself_and_the_workflows_it_loaded(own_queue, worker_log_dir):
+    with WorkerProcess(log_path=worker_log_dir / "recorded.log", name="recorded") as worker:
+        wait_for(lambda: Process.objects.filter(pid=worker.pid).exists(), what="the worker's row")
+        row = Process.objects.get(pid=worker.pid)
+    assert row.kind == Process.Kind.WORKER
+    assert "test-counting@1" in row.workflows
 
 
 def test_duplicate_deliveries_to_two_workers_run_each_step_once(own_queue, tmp_path, worker_log_dir):

@@ -7,6 +7,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -31,6 +32,7 @@ from durable.tools.bench import wakeup
 from durable.tools.bench.wakeup import Wakeups
 from durable.tools.bench.workflows import bench_workflow, visits_per_run
 from durable.engine.states import RunStatus
+from durable.models import Run
 from durable.tools.processes import WorkerProcess, database_url
 from durable.workflow import Workflow
 from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
@@ -71,6 +73,9 @@ class Command(BaseCommand):
                                  "on them, and remove them (with --keep: leave them for durable_console_bench --reuse)")
         parser.add_argument("--resume-with", type=int, default=0, metavar="N",
                             help="time resuming a run that has N recorded activity results, in this process")
+        parser.add_argument("--kill", type=int, default=0, metavar="N",
+                            help="SIGKILL the worker holding a run N times, with the default settings and no beat, "
+                                 "and report SIGKILL -> resumed p50/p99 (docs/benchmarks.md)")
         parser.add_argument("--side-effect", action="store_true",
                             help="with --in-process: one more step per run, with one side effect")
         parser.add_argument("--parallel", type=int, default=0, metavar="N",
@@ -125,6 +130,9 @@ class Command(BaseCommand):
             return
         # A queue of its own: a running demo worker must not take the benchmark's runs.
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
+            if options["kill"]:
+                self._recovery(options["kill"], keep)
+                return
             if comparing:
                 self._compare(runs, steps, counts, timeout, repeat)
             else:
@@ -143,6 +151,10 @@ class Command(BaseCommand):
             "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.workflows",
                                                   "durable.tools.bench.wakeup"]),
             "DURABLE_TIME_SLICE_SECONDS": "60",
+            # The runs wait in a backlog made on purpose before the workers start: a sweeper would send
+            # copies of its tail as if their messages were lost. This measures steps, not the sweeper
+            # (--sweeper-at times that, --kill the recovery it serves).
+            "DURABLE_WORKER_SWEEPS": "false",
         }
         # Runs of an account of its own, and workers scoped to them, on a queue of its own (durable/scope.py).
         account = tool_account("bench")
@@ -178,6 +190,25 @@ class Command(BaseCommand):
             if not probed:
                 account.delete()  # nothing left that it created (probe runs stay: see wakeup.probe)
         return result
+
+    def _recovery(self, kills: int, keep: bool) -> None:
+        from durable.tools.bench import recovery
+
+        account = tool_account("bench-recovery")
+        env = {**scope_env(account), "DURABLE_WORKFLOW_MODULES": ",".join(
+            [*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.recovery"])}
+        logs = settings.VAR_DIR / "logs"
+        logs.mkdir(exist_ok=True)
+        self.stdout.write(f"durable_bench --kill {kills}: database {connection.vendor}, broker "
+                          f"{settings.CELERY_BROKER_URL.split('://')[0]}")
+        try:
+            found = recovery.measure(kills, env, account, logs)
+        finally:
+            retire(account)
+            run_ids = list(Run.objects.filter(created_by=account).values_list("id", flat=True))
+            if not keep:
+                delete_runs(run_ids)
+        self._lines(found.lines(durable_settings.DURABLE_LEASE_SECONDS, durable_settings.DURABLE_SWEEP_SECONDS))
 
     def _phases(self, runs: int, steps: int, side_effect: bool, loop: bool) -> None:
         workflow = bench_workflow(steps, side_effect=side_effect, loop=loop)
@@ -225,10 +256,10 @@ class Command(BaseCommand):
         for side_effect in (False, True):
             workload = Workload(runs, steps, side_effect, database_url())
             rows = [self._durable(workload, 1, timeout, repeat),
-                    self._median(lambda w=workload: self._in_process(w), repeat)]
+                    self._median(partial(self._in_process, workload), repeat)]
             if not side_effect:
                 scaling[1] = rows[0]
-            rows += [self._median(lambda s=system: run_peer(s, workload, timeout=timeout), repeat) for system in RUNNERS]
+            rows += [self._median(partial(run_peer, system, workload, timeout=timeout), repeat) for system in RUNNERS]
             title = (f"(b) {steps} trivial steps + 1 side effect (in-process downstream, idempotency key) per workflow"
                      if side_effect else f"(a) {steps} trivial steps per workflow")
             self.stdout.write(f"\n{title}; durable with 1 worker process")

@@ -1,4 +1,4 @@
-"""Start the embedded demo: console, worker with beat, and the sandbox downstreams."""
+"""Start the embedded demo: console, a worker (which sweeps too: no beat), and the sandbox downstreams."""
 from __future__ import annotations
 
 import os
@@ -20,7 +20,7 @@ from durable.tools.processes import WorkerProcess
 
 
 class Command(BaseCommand):
-    help = "Migrate, load the demo, and run the console, a worker (with beat) and the sandbox until Ctrl-C."
+    help = "Migrate, load the demo, and run the console, a worker and the sandbox until Ctrl-C."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         children: list[subprocess.Popen[bytes]] = []
-        worker = WorkerProcess(beat=True, log_path=logs / "worker.log")
+        worker = WorkerProcess(log_path=logs / "worker.log")  # it sweeps too, as the docs' workers do
         try:
             children.append(self._spawn([sys.executable, "-m", "durable.tools.sandbox", "--port", str(sandbox_port)],
                                         logs / "sandbox.log"))
