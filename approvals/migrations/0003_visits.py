@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('approvals', '0002_overview'),
-        ('durable', '0016_visits'),
+        ('durable', '0018_visits'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

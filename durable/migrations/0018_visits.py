@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durable', '0015_redundant_run_indexes'),
+        ('durable', '0017_processes_and_sweep_turn'),
     ]
 
     operations = [
