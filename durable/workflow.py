@@ -14,8 +14,8 @@ from durable.engine.graph import Graph, Route
 from durable.engine.topology import shapes_to_json
 from durable.engine.retry import RetryPolicy
 
-# (ctx, state) -> the new state (or None when it mutated the one given), or the route it takes (wf.goto,
-# wf.finish). The state is the workflow's own model: Any here, so that a step annotated with it
+# (ctx, state) -> the new state, or None when it mutated the one given, or the route it takes (`wf.goto`,
+# `wf.finish`). The state is the workflow's own model: Any here, so that a step annotated with it
 # (`state: ClaimState`) is accepted as it is.
 StepFn = Callable[[Any, Any], BaseModel | Route | None]
 # The decorators return what they were given, so a step keeps its own signature for its callers.

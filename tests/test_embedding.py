@@ -114,8 +114,10 @@ def project(tmp_path: Path) -> Iterator[Project]:
     database = "postgres" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
     # Only what the page asks for: a secret key (and the PG* variables on Postgres). The broker is the page's
     # default, kombu's filesystem transport, in the new project's own folder.
+    # DJANGO_ALLOW_ASYNC_UNSAFE: the browser tests set it in this process; a new project never has it.
     env = {key: value for key, value in os.environ.items()
-           if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "CELERY_BROKER_URL", "PYTHONPATH")}
+           if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "CELERY_BROKER_URL", "PYTHONPATH",
+                          "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env["SECRET_KEY"] = secrets.token_urlsafe(50)
     with ExitStack() as stack:
         if database == "postgres":

@@ -88,7 +88,9 @@ def test_retryable_error_waits_with_backoff_then_succeeds(calls_file):
     assert run.status == RunStatus.WAITING_RETRY and run.attempt == 1
     assert 0.04 <= outcome.retry_in <= 0.06
     assert run.error["kind"] == "transient" and run.error["retryable"] is True
-    assert executor.advance(run.id).claimed is False  # not due yet
+    # Not due yet: pushed an hour on, so a loaded machine's pause after the 50 ms backoff cannot make it due.
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now() + timedelta(hours=1))
+    assert executor.advance(run.id).claimed is False
     Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
     executor.advance(run.id)
     run.refresh_from_db()
