@@ -207,7 +207,10 @@ def parallel_groups(journal: list[JournalEntry]) -> tuple[dict[int, int], dict[s
     own); a side effect found done (a prevented duplicate) is journaled while the group is planned, before
     its entry; the ledger row belongs to the group that first prepared it.
     """
-    groups = [entry for entry in journal if entry.kind == JournalEntry.Kind.PARALLEL]
+    groups = sorted((entry for entry in journal if entry.kind == JournalEntry.Kind.PARALLEL), key=lambda e: e.id)
+    of_visit: dict[tuple[str, int | None], list[JournalEntry]] = {}
+    for entry in journal:
+        of_visit.setdefault((entry.step, entry.visit), []).append(entry)
     by_entry: dict[int, int] = {}
     by_operation: dict[str, int] = {}
     for group in groups:
@@ -217,9 +220,7 @@ def parallel_groups(journal: list[JournalEntry]) -> tuple[dict[int, int], dict[s
         found_done = {call.get("action") for call in calls if "action" in call and call.get("reused")}
         for operation in sent:
             by_operation.setdefault(operation, group.id)
-        for entry in journal:
-            if (entry.step, entry.visit) != (group.step, group.visit) or entry.id == group.id:
-                continue
+        for entry in of_visit[(group.step, group.visit)]:
             if entry.id > group.id and (
                     (entry.kind == JournalEntry.Kind.ACTIVITY and entry.call_index in made)
                     or (entry.kind == JournalEntry.Kind.SIDE_EFFECT and (entry.detail or {}).get("operation_id") in sent)):
