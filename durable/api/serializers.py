@@ -114,14 +114,16 @@ class CheckpointSerializer(serializers.ModelSerializer):
 class JournalEntrySerializer(serializers.ModelSerializer):
     class Meta:
         model = JournalEntry
-        fields = ["id", "kind", "step", "call_index", "name", "result", "detail", "fencing_token", "created_at"]
+        # `visit`: the seq of the checkpoint the step's execution started from (null: recorded before visits).
+        fields = ["id", "kind", "step", "visit", "call_index", "name", "result", "detail", "fencing_token",
+                  "created_at"]
 
 
 class SideEffectSerializer(serializers.ModelSerializer):
     class Meta:
         model = SideEffect
         fields = [
-            "operation_id", "step", "action_name", "business_key", "request_hash", "status", "external_ref",
+            "operation_id", "step", "visit", "action_name", "business_key", "request_hash", "status", "external_ref",
             "result_json", "attempts", "last_error", "resolved_at", "resolution_evidence", "created_at", "updated_at",
         ]
 

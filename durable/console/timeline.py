@@ -28,6 +28,7 @@ APPROVAL_EVENTS = {"approval_used": "used after revalidation"}
 class EntryKind(StrEnum):
     CHECKPOINT = "checkpoint"
     ACTIVITY = "activity"
+    PARALLEL = "parallel"  # a group of calls made at once (ctx.parallel), its calls nested under it
     SIDE_EFFECT = "side_effect"
     RECONCILIATION = "reconciliation"
     RETRY = "retry"
@@ -53,6 +54,8 @@ class Entry:
     reconcile: bool = False  # the operation is still STARTED or UNKNOWN: link it to reconciliation
     after: timedelta | None = None  # since the entry before it; None for the first
     order: tuple[int, int] = field(default=(0, 0), repr=False)  # ties on `at`: ledger, journal, checkpoint, audit
+    visit: str = ""  # the visit it belongs to, "act #3", where its step was visited more than once
+    calls: tuple[Entry, ...] = ()  # a parallel group's calls, nested under the entry that started them
 
     @property
     def label(self) -> str:
@@ -66,15 +69,16 @@ def run_timeline(run: Run) -> list[Entry]:
     statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
     checkpoints = list(run.checkpoints.defer("state"))
     visits = visit_names(checkpoints)
+    journal = list(run.journal.exclude(kind=JournalEntry.Kind.OPERATOR))
     entries = [
-        *(_ledger_row(row) for row in ledger),
-        *(_journal(entry, statuses, visits) for entry in run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)),
-        *(_checkpoint(cp, graph) for cp in checkpoints),
+        *(_ledger_row(row, visits) for row in ledger),
+        *(_journal(entry, statuses, visits) for entry in journal),
+        *(_checkpoint(cp, graph, visits) for cp in checkpoints),
         *(_operator_action(action) for action in run.operator_actions.all()),
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
     entries = [replace(e, reconcile=True) if e.operation_id in unresolved else e for e in entries]
-    return with_gaps(sorted(entries, key=lambda e: (e.at, e.order)))
+    return with_gaps(_nested(sorted(entries, key=lambda e: (e.at, e.order)), *parallel_groups(journal)))
 
 
 def with_gaps(entries: list[Entry]) -> list[Entry]:
@@ -82,12 +86,13 @@ def with_gaps(entries: list[Entry]) -> list[Entry]:
     return [replace(entry, after=entry.at - entries[i - 1].at) if i else entry for i, entry in enumerate(entries)]
 
 
-def _ledger_row(row: SideEffect) -> Entry:
+def _ledger_row(row: SideEffect, visits: dict[int, str]) -> Entry:
     detail = {"downstream": row.downstream, "business_key": row.business_key, "external_ref": row.external_ref,
               "attempts": row.attempts, "duplicates_prevented": row.duplicates_prevented,
               "last_error": row.last_error, "resolution_evidence": row.resolution_evidence or None}
     return Entry(row.created_at, EntryKind.SIDE_EFFECT, row.step, f"side effect {row.action_name} prepared",
-                 detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0))
+                 detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0),
+                 visit=_visit(visits, row.visit))
 
 
 def _graph(run: Run) -> Graph | None:
@@ -98,12 +103,15 @@ def _graph(run: Run) -> Graph | None:
         return None
 
 
-def _checkpoint(cp: Checkpoint, graph: Graph | None) -> Entry:
+def _checkpoint(cp: Checkpoint, graph: Graph | None, visits: dict[int, str]) -> Entry:
     done = "run started" if cp.seq == 0 else f"{cp.step} done"
     summary = f"checkpoint #{cp.seq}: {done} → {cp.next_step or 'end'}"
     if cp.seq and graph is not None and graph.is_chosen(cp.step, cp.next_step or None):
         summary += f" (route {cp.step} -> {cp.next_step or 'end'})"  # the step chose it: a branch, a loop, a finish
-    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, summary, checkpoint_seq=cp.seq, order=(2, cp.seq))
+    # A checkpoint ends the visit that started from the one before it (a migration's ends none).
+    ended = _visit(visits, cp.seq - 1) if cp.seq else ""
+    return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, summary, checkpoint_seq=cp.seq, order=(2, cp.seq),
+                 visit=ended if ended.startswith(f"{cp.step} #") else "")
 
 
 def _operator_action(action: OperatorAction) -> Entry:
@@ -127,15 +135,15 @@ def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
     return names
 
 
-# The entries recorded by a visit's calls: shown with the visit they belong to ("act #3").
-_OF_A_VISIT = frozenset({JournalEntry.Kind.ACTIVITY, JournalEntry.Kind.ACTIVITY_REUSED, JournalEntry.Kind.PARALLEL})
+def _visit(visits: dict[int, str], seq: int | None) -> str:
+    """The visit `seq` started, "act #3", where its step was visited more than once; else ""."""
+    name = visits.get(seq) if seq is not None else None
+    return "" if name is None or name.endswith(" #1 of 1") else name.partition(" of ")[0]
 
 
 def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, str]) -> Entry:
     detail = entry.detail or {}
     kind, summary, status = _describe(entry, detail, statuses)
-    if entry.kind in _OF_A_VISIT and entry.visit in visits and not visits[entry.visit].endswith(" #1 of 1"):
-        summary += f" ({visits[entry.visit].partition(' of ')[0]})"
     if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
         done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
         summary = (f"side effect {entry.name} asked again: already done in visit #{done_in.rpartition('#')[2]} "
@@ -143,7 +151,8 @@ def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, st
     return Entry(entry.created_at, kind, entry.step, summary,
                  detail=entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail, status=status,
                  operation_id=detail.get("operation_id", ""),
-                 approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id))
+                 approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id),
+                 visit=_visit(visits, entry.visit))
 
 
 def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, str]) -> tuple[EntryKind, str, str]:
@@ -157,7 +166,7 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
         case Kind.PARALLEL:
             calls = ", ".join(f"{call['name']} #{call['call_index']}" if "name" in call else str(call.get("action"))
                               for call in detail.get("calls", []))
-            return EntryKind.ACTIVITY, f"parallel: {calls} started together", ""
+            return EntryKind.PARALLEL, f"parallel: {calls} started together", ""
         case Kind.ACTIVITY_REUSED:
             calls = ", ".join(f"{call.get('name')} #{call.get('call_index')}" for call in detail.get("calls", []))
             return EntryKind.ACTIVITY, f"step ran again: activity {calls} reused from history, not called again", ""
@@ -185,3 +194,54 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
             return EntryKind.APPROVAL, f"approval {APPROVAL_EVENTS.get(event, event)}", statuses.get(
                 detail.get("request", ""), "")
     return EntryKind.NOTE, f"{entry.kind} {entry.name}".strip(), ""
+
+
+# -- Parallel groups: the calls of a ctx.parallel, nested under the entry that started them -------------------------
+
+def parallel_groups(journal: list[JournalEntry]) -> tuple[dict[int, int], dict[str, int]]:
+    """Which group each call's entry belongs to: journal entry id -> group's entry id, operation id -> group's.
+
+    A group names its calls: activities by index, side effects by operation id, each marked reused or not.
+    An activity's record and a side effect's moves come after the group's entry, and belong to the latest
+    group of their visit that made them (a visit retried makes its unfinished calls again, in a group of its
+    own); a side effect found done (a prevented duplicate) is journaled while the group is planned, before
+    its entry; the ledger row belongs to the group that first prepared it.
+    """
+    groups = sorted((entry for entry in journal if entry.kind == JournalEntry.Kind.PARALLEL), key=lambda e: e.id)
+    of_visit: dict[tuple[str, int | None], list[JournalEntry]] = {}
+    for entry in journal:
+        of_visit.setdefault((entry.step, entry.visit), []).append(entry)
+    by_entry: dict[int, int] = {}
+    by_operation: dict[str, int] = {}
+    for group in groups:
+        calls = (group.detail or {}).get("calls", [])
+        made = {call["call_index"] for call in calls if "name" in call and not call.get("reused")}
+        sent = {call["operation_id"] for call in calls if call.get("operation_id") and not call.get("reused")}
+        found_done = {call.get("action") for call in calls if "action" in call and call.get("reused")}
+        for operation in sent:
+            by_operation.setdefault(operation, group.id)
+        for entry in of_visit[(group.step, group.visit)]:
+            if entry.id > group.id and (
+                    (entry.kind == JournalEntry.Kind.ACTIVITY and entry.call_index in made)
+                    or (entry.kind == JournalEntry.Kind.SIDE_EFFECT and (entry.detail or {}).get("operation_id") in sent)):
+                by_entry[entry.id] = group.id  # a later group of the visit takes it over: it made it again
+            elif entry.id < group.id and entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and entry.name in found_done:
+                by_entry.setdefault(entry.id, group.id)
+    return by_entry, by_operation
+
+
+def _nested(entries: list[Entry], by_entry: dict[int, int], by_operation: dict[str, int]) -> list[Entry]:
+    """The entries with each parallel group's calls moved under the group's entry, in time order."""
+    if not by_entry and not by_operation:
+        return entries
+    calls: dict[int, list[Entry]] = {}
+    rest = []
+    for entry in entries:
+        source, key = entry.order
+        group = by_entry.get(key) if source == 1 else by_operation.get(entry.operation_id) if source == 0 else None
+        if group is None:
+            rest.append(entry)
+        else:
+            calls.setdefault(group, []).append(entry)
+    return [replace(entry, calls=tuple(calls[entry.order[1]])) if entry.order[0] == 1 and entry.order[1] in calls
+            else entry for entry in rest]

@@ -37,6 +37,7 @@ from durable.console.rendering import (
     next_page_link,
     page_link,
 )
+from durable.console.run_graph import run_graph
 from durable.console.requests import ConsoleRequest
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
@@ -161,6 +162,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
         "contents": contents,
         "timeline": run_timeline(run) if contents else [],
         "side_effects": run.side_effects.all() if contents else [],
+        "graph": run_graph(run),  # drawn from the topology the run is pinned to, with its visits
         "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
         **_panel(request, run, **panel),
     }

@@ -117,3 +117,107 @@ def _validate(steps: Sequence[StepShape]) -> None:
                              f"(its steps: {', '.join(s.name for s in steps)})")
         if len(set(step.routes)) != len(step.routes):
             raise ValueError(f"step {step.name!r} declares a route twice: {', '.join(step.routes)}")
+
+
+# Drawing the graph: a layered layout, one step per row in the order declared, the end below the last.
+# A route to the row below is a straight arrow down; a route that skips rows or goes back is drawn in a
+# lane on the right, each lane holding routes whose rows do not overlap; a route to itself is a loop on
+# the node's left side, clear of the lanes. Coordinates are in the units of an SVG viewBox (the console scales it to fit).
+
+SELF_LOOP = 14  # how far a loop to itself reaches left of its node
+NODE_X = SELF_LOOP + 6
+NODE_WIDTH = 232
+NODE_HEIGHT = 40
+ROW_GAP = 28  # between one node's bottom and the next one's top: room for an arrow
+LANE_GAP = 12
+
+
+@dataclass(frozen=True)
+class Node:
+    """A box of the drawing: a step (`name`), or the end of the run (`name` None)."""
+
+    name: str | None
+    row: int
+    x: int
+    y: int
+    width: int
+    height: int
+
+    @property
+    def middle(self) -> int:
+        return self.y + self.height // 2
+
+
+@dataclass(frozen=True)
+class DrawnEdge:
+    """An edge of the drawing: the polyline from its source to its target (the arrow at the last point)."""
+
+    edge: Edge
+    points: tuple[tuple[int, int], ...]
+    shape: str  # "down" (to the next row), "lane" (back or skipping rows), "self" (a loop to itself)
+
+    @property
+    def back(self) -> bool:
+        """A loop back: to itself or to an earlier step."""
+        return self.shape == "self" or self.points[-1][1] < self.points[0][1]
+
+
+@dataclass(frozen=True)
+class Layout:
+    width: int
+    height: int
+    nodes: tuple[Node, ...]
+    edges: tuple[DrawnEdge, ...]
+
+
+def layout(steps: Sequence[str], edges: Sequence[Edge]) -> Layout:
+    """Place `steps` top to bottom in the order given, the end last, and route `edges` between them."""
+    rows: dict[str | None, int] = {name: row for row, name in enumerate(steps)}
+    rows[None] = len(steps)
+    nodes = tuple(Node(name, row, NODE_X, 8 + row * (NODE_HEIGHT + ROW_GAP), NODE_WIDTH, NODE_HEIGHT)
+                  for name, row in rows.items())
+    by_name = {node.name: node for node in nodes}
+    lanes = _lanes([e for e in edges if _shape(rows, e) == "lane"], rows)
+    first_lane = NODE_X + NODE_WIDTH + LANE_GAP
+    drawn = tuple(_draw(e, _shape(rows, e), by_name, first_lane + lanes.get(e, 0) * LANE_GAP) for e in edges)
+    width = first_lane + max(lanes.values(), default=-1) * LANE_GAP + 8 if lanes else first_lane
+    return Layout(width, nodes[-1].y + nodes[-1].height + 8, nodes, drawn)
+
+
+def _shape(rows: dict[str | None, int], edge: Edge) -> str:
+    source, target = rows[edge.source], rows[edge.target]
+    return "self" if source == target else "down" if target == source + 1 else "lane"
+
+
+def _lanes(edges: Sequence[Edge], rows: dict[str | None, int]) -> dict[Edge, int]:
+    """A lane for each edge, shortest spans nearest the nodes; edges whose rows do not overlap share one."""
+    def span(edge: Edge) -> tuple[int, int]:
+        a, b = rows[edge.source], rows[edge.target]
+        return min(a, b), max(a, b)
+
+    taken: list[list[tuple[int, int]]] = []
+    lanes: dict[Edge, int] = {}
+    for edge in sorted(edges, key=lambda e: (span(e)[1] - span(e)[0], span(e))):
+        low, high = span(edge)
+        lane = next((i for i, used in enumerate(taken) if all(high < a or low > b for a, b in used)), len(taken))
+        if lane == len(taken):
+            taken.append([])
+        taken[lane].append((low, high))
+        lanes[edge] = lane
+    return lanes
+
+
+def _draw(edge: Edge, shape: str, nodes: dict[str | None, Node], lane_x: int) -> DrawnEdge:
+    source, target = nodes[edge.source], nodes[edge.target]
+    right = source.x + source.width
+    if shape == "down":
+        x = source.x + source.width // 2
+        return DrawnEdge(edge, ((x, source.y + source.height), (x, target.y)), shape)
+    if shape == "self":
+        left, top, bottom = source.x, source.middle - 8, source.middle + 8
+        return DrawnEdge(edge, ((left, top), (left - SELF_LOOP, top), (left - SELF_LOOP, bottom), (left, bottom)),
+                         shape)
+    # Leave below the middle of the source and arrive above the middle of the target, so that an edge
+    # leaving a node and one arriving at it stay apart.
+    start, end = source.middle + 6, target.middle - 6
+    return DrawnEdge(edge, ((right, start), (lane_x, start), (lane_x, end), (right, end)), shape)

@@ -293,6 +293,18 @@ def test_detail_shows_checkpoints_journal_and_side_effects_under_the_contents_ru
         ("a" * 32, "refund", "SUCCEEDED", "re_1")]
 
 
+def test_the_journal_names_the_visit_each_entry_belongs_to(tmp_path):
+    from tests.durable import visit_workflows  # noqa: F401 (registers them)
+    run, _ = services.start_run(workflow="test-visit-loop", input={"calls_file": str(tmp_path / "c"), "rounds": 2},
+                                business_key="v")
+    executor.advance(run.id)
+    api = APIClient()
+    api.force_authenticate(make_user("reader", "durable.view_run", *CONTENTS_PERMISSIONS))
+    body = api.get(f"{RUNS}{run.id}/").data
+    assert [(e["step"], e["visit"], e["name"]) for e in body["journal"] if e["kind"] == "activity"] == [
+        ("act", 0, "ask"), ("act", 1, "ask")]  # visits by the checkpoint they started from
+
+
 def test_a_run_that_succeeded_after_a_retry_answers_no_error_and_its_journal_holds_the_retrys(calls_file):
     run, _ = services.start_run(workflow="test-counting", input={"calls_file": calls_file, "fail_times": 1},
                                 business_key="b")

@@ -37,13 +37,13 @@ def test_the_run_page_shows_its_replay_contract(viewer, calls_file):
     assert "<dt>Workflow</dt><dd>test-counting v1</dd>" in html and "<dt>Prompt release</dt><dd>p1</dd>" in html
     assert "<dt>Checkpoint schema</dt><dd>1</dd>" in html and "<dt>Tool catalog</dt><dd>—</dd>" in html
     assert run.topology_fingerprint in html
-    assert re.search(r'<ol class="topology"><li>s1</li><li>s2</li><li>s3</li></ol>', html)
+    assert re.findall(r'<g class="graph-node[^"]*" data-step="([^"]+)">', html) == ["s1", "s2", "s3", "end"]
 
 
 def test_the_topology_names_each_steps_side_effects(demo, viewer):
     run = advance(waiting_claim()[0])
     html = viewer.get(detail_url(run)).content.decode()
-    assert "<li>payment <small>side effects: refund</small></li>" in html
+    assert "<td>payment</td><td>0 visits finished</td><td>ticket (the next step)</td><td>refund</td>" in html
 
 
 def test_the_timeline_shows_checkpoints_activities_and_their_recorded_results(viewer, calls_file):
@@ -141,7 +141,7 @@ def test_the_run_page_shows_routes_the_route_taken_and_a_spent_step_budget(viewe
     run, _ = services.start_run(workflow="test-endless", input={}, business_key="loop-1")
     executor.advance(run.id)
     html = viewer.get(detail_url(run)).content.decode()
-    assert "<li>spin <small>routes: spin</small></li>" in html
+    assert "<td>spin <strong>(now)</strong></td><td>5 visits finished</td><td>spin</td>" in html
     assert "checkpoint #2: spin done → spin (route spin -&gt; spin)" in html
     text = strip_tags(html)
     assert "step_budget_exhausted" in text and "stopped by the step budget after 5 visits" in text

@@ -110,3 +110,69 @@ def test_a_plain_state_goes_where_the_implicit_or_only_route_goes(shapes):
         else:
             expected = step.routes[0] if step.routes else graph.implicit_next(step.name)
             assert graph.choose(step.name, "s") == (expected, "s")
+
+
+# The layout the console draws (durable.engine.graph.layout): a step per row, loops and skips on the side.
+
+from durable.engine.graph import layout  # noqa: E402
+
+
+def drawn(graph):
+    return layout([s.name for s in graph.steps], graph.edges())
+
+
+def test_the_layout_puts_the_steps_top_to_bottom_in_declared_order_and_the_end_last():
+    drawing = drawn(AGENT)
+    assert [node.name for node in drawing.nodes] == ["plan", "act", "answer", None]
+    tops = [node.y for node in drawing.nodes]
+    assert tops == sorted(tops) and len(set(tops)) == 4
+    assert all(node.x + node.width <= drawing.width for node in drawing.nodes)
+    assert drawing.nodes[-1].y + drawing.nodes[-1].height <= drawing.height
+
+
+def test_a_route_to_the_next_row_goes_straight_down_and_a_loop_back_goes_round_the_side():
+    shapes = {(e.edge.source, e.edge.target): e for e in drawn(AGENT).edges}
+    down = shapes[("plan", "act")]
+    assert down.shape == "down" and down.points[0][0] == down.points[-1][0] and not down.back
+    back = shapes[("act", "plan")]
+    assert back.shape == "lane" and back.back
+    right = max(node.x + node.width for node in drawn(AGENT).nodes)
+    assert all(x >= right for x, _ in back.points)  # never across a node
+    assert shapes[("plan", "answer")].shape == "lane"  # skips `act`: drawn on the side too
+    assert shapes[("answer", None)].shape == "down" and shapes[("answer", None)].edge.implicit
+
+
+def test_a_step_routing_to_itself_is_a_loop_on_its_own_node():
+    loop = Graph([S("think", routes=("think", "done")), S("done")])
+    think = next(e for e in drawn(loop).edges if e.edge.target == "think")
+    node = drawn(loop).nodes[0]
+    assert think.shape == "self" and think.back
+    assert all(node.y <= y <= node.y + node.height for _, y in think.points)
+
+
+def test_routes_whose_rows_overlap_take_lanes_of_their_own_and_the_drawing_widens_for_them():
+    graph = Graph([S("a", routes=("b", "d")), S("b", routes=("c", "a")), S("c", routes=("d", "a")), S("d")])
+    drawing = drawn(graph)
+    lanes = {(e.edge.source, e.edge.target): e.points[1][0] for e in drawing.edges if e.shape == "lane"}
+    assert len(set(lanes.values())) == len(lanes) == 3  # a->d, b->a and c->a all overlap on row a..b
+    assert max(lanes.values()) < drawing.width
+    assert drawing.width > drawn(PIPELINE).width
+
+
+def test_routes_whose_rows_do_not_overlap_share_a_lane():
+    graph = Graph([S("a"), S("b", routes=("a", "c")), S("c"), S("d", routes=("c", "e")), S("e")])
+    lanes = [e.points[1][0] for e in drawn(graph).edges if e.shape == "lane"]
+    assert len(lanes) == 2 and len(set(lanes)) == 1  # b->a and d->c
+
+
+@given(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6, unique=True), st.data())
+def test_every_edge_starts_at_its_source_and_ends_at_its_target(names, data):
+    steps = [S(n, routes=tuple(data.draw(st.lists(st.sampled_from(names), unique=True, max_size=3)))) for n in names]
+    graph = Graph(steps)
+    drawing = drawn(graph)
+    boxes = {node.name: node for node in drawing.nodes}
+    for edge in drawing.edges:
+        (x0, y0), (x1, y1) = edge.points[0], edge.points[-1]
+        for (x, y), node in ((x0, y0), boxes[edge.edge.source]), ((x1, y1), boxes[edge.edge.target]):
+            assert node.x <= x <= node.x + node.width and node.y <= y <= node.y + node.height
+        assert all(0 <= x <= drawing.width and 0 <= y <= drawing.height for x, y in edge.points)
