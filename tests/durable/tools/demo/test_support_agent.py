@@ -135,10 +135,10 @@ def test_a_refund_waits_for_approval_inside_the_loop_then_refunds_and_emails_onc
     assert run.output["refund_id"] == "re_1" and run.output["email_ids"] == [email["notification_id"]]
     assert run.output["tools_called"] == ["lookup_order", "past_tickets", "propose_refund", "send_email"]
     assert run.output["answer"].startswith("I refunded 89.90 EUR for order ORD-1004")
-    timeline = [entry.summary for entry in run_timeline(run)]
-    assert "parallel: tools.lookup_order #0, tools.past_tickets #1 started together (act #1)" in timeline
-    assert "activity llm.chat #0 recorded (think #4)" in timeline
-    assert "checkpoint #7: think done → answer (route think -> answer)" in timeline
+    timeline = [(entry.visit, entry.summary) for entry in run_timeline(run)]  # the visit: the Step column's
+    assert ("act #1", "parallel: tools.lookup_order #0, tools.past_tickets #1 started together") in timeline
+    assert ("think #4", "activity llm.chat #0 recorded") in timeline
+    assert ("think #4", "checkpoint #7: think done → answer (route think -> answer)") in timeline
 
 
 def test_a_rejected_refund_is_the_tools_answer_and_the_model_tells_the_customer(model_calls, sandbox, ann):
