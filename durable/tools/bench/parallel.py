@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import services
-from durable.registry import registry
+from durable.tools.bench.workflows import registered_once
 from durable.runtime import executor
 from durable.tools.workload import delete_runs
 from durable.workflow import Workflow
@@ -41,13 +41,12 @@ def _gather(ctx: Any, state: Sleeps) -> Sleeps:
 
 
 def parallel_workflow(calls: int) -> Workflow:
-    name = f"bench-parallel-{calls}"
-    try:
-        return registry.get(name, 1)
-    except LookupError:
-        workflow = Workflow(name=name, version=1, state=Sleeps, input=Sleeps)
+    def build() -> Workflow:
+        workflow = Workflow(name=f"bench-parallel-{calls}", version=1, state=Sleeps, input=Sleeps)
         workflow.step(_gather, name="gather")
-        return registry.register(workflow)
+        return workflow
+
+    return registered_once(f"bench-parallel-{calls}", build)
 
 
 def time_parallel(calls: int, call_ms: float, runs: int) -> list[str]:

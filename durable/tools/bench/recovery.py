@@ -22,7 +22,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from durable.registry import registry
+from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
 
 WORKFLOW = "bench-recovery"
@@ -43,15 +43,15 @@ def work(ctx: Any, state: Work) -> Work:
 
 
 def recovery_workflow() -> Workflow:
-    try:
-        return registry.get(WORKFLOW, 1)
-    except LookupError:
+    def build() -> Workflow:
         # No tools, prompts or model: the releases say so (durable.W010).
         workflow = Workflow(name=WORKFLOW, version=1, state=Work, input=Work, tool_catalog_version="none",
                             prompt_release="none", model_policy_version="none")
         for i in range(STEPS):
             workflow.step(work, name=f"work{i + 1}")
-        return registry.register(workflow)
+        return workflow
+
+    return registered_once(WORKFLOW, build)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from durable.engine.approvals import Revalidation
 from durable.engine.errors import RetryableError
 from durable.engine.retry import RetryPolicy
-from durable.registry import registry
+from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
 
 WORKFLOW = "bench-wakeup"
@@ -62,9 +62,7 @@ def flaky(ctx: Any, state: Probe) -> Probe:
 
 
 def wakeup_workflow() -> Workflow:
-    try:
-        return registry.get(WORKFLOW, 1)
-    except LookupError:
+    def build() -> Workflow:
         # No tools, prompts or model: the releases say so (durable.W010).
         workflow = Workflow(name=WORKFLOW, version=1, state=Probe, input=Probe, tool_catalog_version="none",
                             prompt_release="none", model_policy_version="none")
@@ -72,7 +70,9 @@ def wakeup_workflow() -> Workflow:
         workflow.step(ask)
         workflow.step(after_approval)
         workflow.step(flaky, retry=RetryPolicy(max_attempts=2, initial_interval=0.0, max_interval=1.0, jitter=0.0))
-        return registry.register(workflow)
+        return workflow
+
+    return registered_once(WORKFLOW, build)
 
 
 @dataclass

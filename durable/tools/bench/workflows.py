@@ -48,9 +48,8 @@ def bench_workflow(steps: int, side_effect: bool = False, loop: bool = False) ->
     Registered once per process.
     """
     name = f"bench-{'loop-' if loop else ''}{steps}{'-charge' if side_effect else ''}"
-    try:
-        return registry.get(name, 1)
-    except LookupError:
+
+    def build() -> Workflow:
         workflow = Workflow(name=name, version=1, state=Counter, input=Counter)
         if loop:
             then = "charge" if side_effect else None
@@ -60,7 +59,17 @@ def bench_workflow(steps: int, side_effect: bool = False, loop: bool = False) ->
                 workflow.step(bump, name=f"step{i + 1}")
         if side_effect:
             workflow.step(charge, name="charge", side_effects=[ACTION])
-        return registry.register(workflow)
+        return workflow
+
+    return registered_once(name, build)
+
+
+def registered_once(name: str, build: Callable[[], Workflow]) -> Workflow:
+    """The benchmark workflow `name` v1, built and registered by the first caller in this process."""
+    try:
+        return registry.get(name, 1)
+    except LookupError:
+        return registry.register(build())
 
 
 def visits_per_run(steps: int, side_effect: bool = False) -> int:
