@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
     "Capabilities": "durable.engine.ledger",
+    "ChildRun": "durable.engine.waits",
+    "ChildRunFailed": "durable.engine.errors",
     "Classification": "durable.engine.errors",
     "Downstream": "durable.downstream",
     "DownstreamOutcome": "durable.downstream",
+    "Event": "durable.engine.waits",
     "Migration": "durable.workflow",
     "NonRetryableError": "durable.engine.errors",
     "OnActiveBusinessKey": "durable.engine.active_runs",
@@ -37,6 +40,7 @@ _PUBLIC = {
     "classify": "durable.engine.errors",
     "register": "durable.registry",
     "register_downstream": "durable.downstream",
+    "send_event": "durable.events",
     "Workflow": "durable.workflow",
 }
 
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
     from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
     from durable.engine.approvals import Revalidation as Revalidation
     from durable.engine.errors import ActivityError as ActivityError
+    from durable.engine.errors import ChildRunFailed as ChildRunFailed
     from durable.engine.errors import Classification as Classification
     from durable.engine.errors import NonRetryableError as NonRetryableError
     from durable.engine.errors import OperationConflict as OperationConflict
@@ -67,6 +72,9 @@ if TYPE_CHECKING:
     from durable.engine.retry import RetryPolicy as RetryPolicy
     from durable.engine.untrusted import UntrustedOutputRefused as UntrustedOutputRefused
     from durable.engine.untrusted import bound_to_run as bound_to_run
+    from durable.engine.waits import ChildRun as ChildRun
+    from durable.engine.waits import Event as Event
+    from durable.events import send_event as send_event
     from durable.registry import register as register
     from durable.workflow import Migration as Migration
     from durable.workflow import Workflow as Workflow

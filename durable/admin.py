@@ -24,6 +24,7 @@ from durable.models import (
     OperatorPreferences,
     Process,
     Run,
+    RunEvent,
     RunSearch,
     SecurityEvent,
     SideEffect,
@@ -81,6 +82,12 @@ class SideEffectAdmin(ContentsAdmin):
     list_display = ("operation_id", "action_name", "downstream", "business_key", "status", "attempts", "updated_at")
     list_filter = ("status", "action_name", "downstream")
     search_fields = ("=operation_id", "business_key", "=run__id")
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ContentsAdmin):  # its payload is what an outside system said: the contents rule decides
+    list_display = ("id", "run", "name", "sender", "received_at", "consumed_at")
+    list_filter = ("name",)
 
 
 @admin.register(RunSearch)

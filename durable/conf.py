@@ -42,6 +42,8 @@ SETTINGS: dict[str, Setting] = {
                                        "(every step it runs, loops included) before it ends FAILED with "
                                        "`step_budget_exhausted`; a workflow sets its own with "
                                        "`Workflow(max_visits=...)`."),
+    "DURABLE_EVENT_MAX_BYTES": Setting(262144, "bytes", "The largest event payload (as JSON) a run's mailbox "
+                                       "takes, from the API or `durable.send_event`; larger is refused with 400."),
     "DURABLE_SWEEP_SECONDS": Setting(2.0, "seconds", "How often the sweeper runs: in the workers (one sweep "
                                      "per period across all of them), `manage.py durable_sweep --loop` and the "
                                      "standalone project's beat schedule."),

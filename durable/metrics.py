@@ -64,6 +64,12 @@ NON_RETRYABLE_FAILURES = Counter(
 STEP_BUDGETS_EXHAUSTED = Counter(
     "step_budget_exhausted_total", "Runs ended FAILED because they used their step budget (max_visits): "
     "a loop that never finished", WORKFLOW)
+WAITS_STARTED = Counter(
+    "run_wait_total", "Times a run parked on a timer, an event from outside or child runs, by kind",
+    (*WORKFLOW, "kind"))
+EVENTS_RECEIVED = Counter(
+    "event_received_total", "Events from outside put in a run's mailbox (duplicate: sent again with the same "
+    "Idempotency-Key, kept once)", ("workflow", "outcome"))
 
 DUPLICATES_PREVENTED = Counter(
     "side_effect_duplicate_prevented_total", "Side effects re-entered after they succeeded: the recorded "
@@ -84,6 +90,7 @@ REFUSALS = Counter(
 OUTCOMES = frozenset({*DECISIONS, "resolved_succeeded", "resolved_did_not_happen"})
 START_RUN = "start_run"  # the idempotency_key_hit_total action of the API's start-run key
 # Refusals of the replay contract (durable.engine.contract) and the replay violation.
+WAIT_KINDS = ("timer", "event", "child")
 BLOCK_REASONS = ("version_missing", "topology_changed", "release_changed", "schema_unreadable", "replay_violation")
 PER_WORKFLOW = (WORKFLOW_RESUMES, RESUME_LATENCY, CHECKPOINT_RESTORE_FAILURES, REPLAYED_STEPS, REUSED_RESULTS,
                 ACTIVITY_RETRIES, RETRIES_EXHAUSTED, NON_RETRYABLE_FAILURES, STEP_BUDGETS_EXHAUSTED)
@@ -133,6 +140,14 @@ def step_budget_exhausted(workflow: str, version: int) -> None:
     STEP_BUDGETS_EXHAUSTED.labels(workflow, str(version)).inc()
 
 
+def wait_started(workflow: str, version: int, kind: str) -> None:
+    WAITS_STARTED.labels(workflow, str(version), kind).inc()
+
+
+def event_received(workflow: str, duplicate: bool) -> None:
+    EVENTS_RECEIVED.labels(workflow, "duplicate" if duplicate else "delivered").inc()
+
+
 def duplicate_prevented(action: str) -> None:
     DUPLICATES_PREVENTED.labels(action).inc()
 
@@ -167,6 +182,8 @@ def declare_known_series() -> None:
             family.labels(*labels)
         for reason in BLOCK_REASONS:
             VERSION_MISMATCHES.labels(*labels, reason)
+        for kind in WAIT_KINDS:
+            WAITS_STARTED.labels(*labels, kind)
         for action in {effect for step in workflow.steps for effect in step.side_effects}:
             for family in PER_ACTION:
                 family.labels(action)

@@ -50,6 +50,10 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     pruned_at = models.DateTimeField(null=True, blank=True,
                                      help_text="when retention deleted its older checkpoints and its journal")
+    # While WAITING: what it waits for (durable.engine.waits.WaitingFor); the due time is next_attempt_at.
+    waiting_for = models.JSONField(null=True, blank=True)
+    parent_run = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children",
+                                   help_text="the run whose step started this one (ctx.start_child)")
     one_active_per_business_key = models.BooleanField(  # db_default too: the bench seeds runs with raw SQL
         default=False, db_default=False, help_text="its workflow allows one active run per business key (on_active_business_key)")
 
@@ -65,6 +69,8 @@ class Run(models.Model):
             # The sweeper's questions: whose lease expired, whose retry is due.
             models.Index(fields=["lease_expires_at"], name="run_lease_expiry", condition=Q(status="RUNNING")),
             models.Index(fields=["next_attempt_at"], name="run_retry_due", condition=Q(status="WAITING_RETRY")),
+            # ...and whose timer (or event deadline) is due: parked runs cost the sweeper only when due.
+            models.Index(fields=["next_attempt_at"], name="run_wake_due", condition=Q(status="WAITING")),
             # Retention's question: which finished runs still have a history to prune.
             models.Index(fields=["finished_at", "id"], name="run_prunable",
                          condition=Q(status__in=["SUCCEEDED", "CANCELLED"], pruned_at__isnull=True)),
@@ -88,6 +94,7 @@ class Run(models.Model):
             # may lack a step the current version has, such as an approval) is a separate, audited permission,
             # given to no role: superusers and explicit grants only.
             ("start_older_version", "Can start a run on an older workflow version than the current one"),
+            ("send_event", "Can send events to runs"),
         ]
 
     def __str__(self) -> str:
@@ -166,6 +173,10 @@ class JournalEntry(models.Model):
         APPROVAL = "approval"
         ACTIVITY_REUSED = "activity_reused"  # a step ran again and returned recorded results instead of calling
         PARALLEL = "parallel"  # ctx.parallel started a group of calls: which ones, under which call indexes
+        WAIT = "wait"  # the run parked on a timer, events or child runs (detail: durable.engine.waits.WaitingFor)
+        WAIT_ENDED = "wait_ended"  # a timer fired, an event was consumed, a deadline passed, children ended
+        EVENT_RECEIVED = "event_received"  # an event arrived in the run's mailbox (who sent it)
+        CHILD_STARTED = "child_started"  # ctx.start_child started (or found) a child run
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal", db_index=False)  # journal_run_step
     kind = models.CharField(max_length=30, choices=Kind.choices)
@@ -206,6 +217,38 @@ class JournalEntry(models.Model):
 
 
 OPERATION_STATUS_CHOICES = [(s.value, s.value.replace("_", " ").capitalize()) for s in OperationStatus]
+
+
+class RunEvent(models.Model):
+    """An event from outside in a run's mailbox (invariant 18): kept in arrival order (`id`) until a wait of the
+    run consumes it, once. Sent again with the same Idempotency-Key, it is the same event."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)  # run_event_mailbox
+    name = models.CharField(max_length=100)
+    payload = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    request_hash = models.CharField(max_length=64, help_text="of name and payload: a key sent again with another is refused")
+    sender = models.CharField(max_length=200, help_text="who sent it: a user, a token's user, or the code that did")
+    sent_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    received_at = models.DateTimeField()
+    # Set once, by the wait that took it, in the transaction that records it for that wait's visit.
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    consumed_step = models.CharField(max_length=100, blank=True)
+    consumed_visit = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [
+            models.Index(fields=["run", "id"], name="run_event_mailbox"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "idempotency_key"], name="run_event_once_per_key",
+                                    condition=Q(idempotency_key__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"event {self.name} #{self.id} for run {self.run_id}"
 
 
 class SideEffect(models.Model):

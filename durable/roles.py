@@ -14,7 +14,8 @@ RESOLVE = ("durable.resolve_sideeffect",)
 TOKENS = ("durable.manage_apitoken",)  # create and revoke anyone's API tokens (everyone manages their own)
 # Everyone's notification deliveries and their attempts, in the admin (everyone sees their own on /notifications/).
 NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdelivery", "durable.view_deliveryattempt")
-STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run")
+STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
+         "durable.send_event")  # an event wakes a waiting run: steering it, like a retry
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
 ROLES: dict[str, tuple[str, ...]] = {

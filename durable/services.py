@@ -15,7 +15,7 @@ from durable.permissions import Caller
 from durable import fleet, metrics
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
-from durable.runtime import dispatch
+from durable.runtime import dispatch, wakes
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import request_hash
 from durable.engine.json_values import UnstorableJSON, check_storable
@@ -59,7 +59,8 @@ START_OLDER_VERSION = "durable.start_older_version"
 
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
               user: Caller | None = None, enqueue: bool = True, version: int | None = None,
-              reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
+              reason: str = "", source: str = "api", allow_older_version: bool = False,
+              parent_run_id: UUID | None = None) -> tuple[Run, bool]:
     """Start a run of the current version of `workflow`; returns (run, created).
 
     With an idempotency key, a retried request returns the run the first one started. A business key that
@@ -95,7 +96,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
                 one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
-                created_by=acting_user(user), enqueued_at=timezone.now(),
+                created_by=acting_user(user), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
             )
             _index_for_search(run, definition, data)
             Checkpoint.objects.create(
@@ -281,7 +282,7 @@ def cancel_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: 
     found: list[Cancellation] = []
 
     def stop(run: Run) -> dict[str, Any]:
-        found.append(_what_the_cancel_finds(run))
+        found.append(_what_the_cancel_finds(run, user, source))
         return found[0].findings()
 
     run = _transition(
@@ -292,6 +293,7 @@ def cancel_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: 
                 "error": None},  # a cancelled run did not fail: the errors before it stay in the timeline
         then=stop,
     )
+    wakes.child_ended(run)  # a parent waiting on it learns it was cancelled
     return replace(found[0], run=run)  # the run as the cancel left it
 
 
@@ -307,8 +309,9 @@ def side_effects_so_far(run_id: UUID | str) -> tuple[tuple[SideEffectDone, ...],
             tuple(e for e in ledger if e.status in MAY_HAVE_HAPPENED))
 
 
-def _what_the_cancel_finds(run: Run) -> Cancellation:
-    """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before)."""
+def _what_the_cancel_finds(run: Run, user: Caller | None, source: str) -> Cancellation:
+    """Inside the cancel's transaction: the run's ledger, and what the cancel stops (`run` as it was before),
+    its unfinished child runs included (invariant 19)."""
     happened, may_have_happened = side_effects_so_far(run.id)
     stopped = []
     if run.status == RunStatus.RUNNING and run.lease_owner:
@@ -320,7 +323,20 @@ def _what_the_cancel_finds(run: Run) -> Cancellation:
     # the core imports none of them.
     for _, what_it_stopped in run_cancelled.send(sender=Run, run=run):
         stopped.extend(what_it_stopped or ())
+    stopped.extend(_cancel_children(run, user, source))
     return Cancellation(run, happened, may_have_happened, tuple(stopped))
+
+
+def _cancel_children(run: Run, user: Caller | None, source: str) -> list[str]:
+    """Cancel the run's unfinished children (and theirs), each audited; what the parent's report says of them."""
+    stopped = []
+    for child in Run.objects.filter(parent_run_id=run.id).exclude(status__in=sorted(TERMINAL)).order_by("created_at"):
+        try:
+            cancel_run(run_id=child.id, user=user, source=source, reason=f"its parent run {run.id} was cancelled")
+        except Conflict:  # it ended meanwhile: nothing to stop
+            continue
+        stopped.append(f"child run {child.id} ({child.workflow_name}, {child.status} until now)")
+    return stopped
 
 
 def retry_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "",

@@ -70,6 +70,8 @@ class Workflow:
     searchable: tuple[str, ...] = ()
     # The most step visits a run may make (its step budget); None: DURABLE_MAX_STEP_VISITS.
     max_visits: int | None = None
+    # Event name -> the pydantic model its payload must match (checked when it is sent: 400 naming the field).
+    events: dict[str, type[BaseModel]] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[Any], BaseModel] | None = None
     _output: Callable[[Any], Any] | None = None

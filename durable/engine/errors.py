@@ -285,3 +285,25 @@ class AwaitingApproval(BaseException):
     def __init__(self, request_id: object) -> None:
         super().__init__(f"waiting for approval {request_id}")
         self.request_id = request_id
+
+
+class Waiting(BaseException):
+    """Control flow, not an error: the step waits on a timer, an event or child runs, and the run is parked,
+    released (nothing holds a worker). A BaseException, so that a step's `except Exception` cannot swallow it."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"waiting for {what}")
+
+
+class ChildRunFailed(NonRetryableError):
+    """A child run the step waited for ended without succeeding: its status and error, for the step to handle
+    (or to fail the parent, naming the child)."""
+
+    def __init__(self, run_id: str, workflow: str, status: str, error: Any) -> None:
+        message = (error or {}).get("message", "") if isinstance(error, dict) else ""
+        super().__init__(f"child run {run_id} ({workflow}) ended {status}" + (f": {message}" if message else ""),
+                         kind="child_run_failed")
+        self.run_id = run_id
+        self.workflow = workflow
+        self.status = status
+        self.error = error

@@ -9,6 +9,7 @@ class RunStatus(StrEnum):
     RUNNING = "RUNNING"
     WAITING_APPROVAL = "WAITING_APPROVAL"
     WAITING_RETRY = "WAITING_RETRY"
+    WAITING = "WAITING"  # on a timer, an event from outside or child runs: `Run.waiting_for` says which
     NEEDS_ATTENTION = "NEEDS_ATTENTION"
     BLOCKED_VERSION = "BLOCKED_VERSION"
     SUCCEEDED = "SUCCEEDED"
@@ -30,6 +31,7 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.RUNNING,  # lease expired, claimed again
             RunStatus.WAITING_APPROVAL,
             RunStatus.WAITING_RETRY,
+            RunStatus.WAITING,
             RunStatus.NEEDS_ATTENTION,
             RunStatus.BLOCKED_VERSION,
             RunStatus.SUCCEEDED,
@@ -39,6 +41,8 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     ),
     RunStatus.WAITING_APPROVAL: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.WAITING_RETRY: frozenset({RunStatus.RUNNING, RunStatus.PENDING, RunStatus.CANCELLED}),
+    # Woken (PENDING) by its timer's due time on the database's clock, a matching event or its children's end.
+    RunStatus.WAITING: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.NEEDS_ATTENTION: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.BLOCKED_VERSION: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.FAILED: frozenset({RunStatus.PENDING}),  # an operator's retry

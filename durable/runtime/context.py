@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -18,7 +18,8 @@ from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError, WrongThread, refuse_unstorable
 from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.models import Checkpoint
-from durable.runtime import parallel
+from durable.runtime import parallel, waits
+from durable.engine.waits import ChildRun, Event
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
@@ -45,7 +46,7 @@ class StepContext:
 
     def __init__(self, *, run_id: UUID, business_key: str, workflow_name: str, workflow_version: int,
                  step: str, attempt: int, lease: Lease, store: RunStore, cursor: ReplayCursor,
-                 side_effects: tuple[str, ...] = ()) -> None:
+                 side_effects: tuple[str, ...] = (), woke_from: dict[str, Any] | None = None) -> None:
         self.run_id = run_id
         self.business_key = business_key
         self.workflow_name = workflow_name
@@ -62,6 +63,9 @@ class StepContext:
         self._thread = threading.get_ident()  # the step's thread: calls are numbered on it, in the order made
         self._approvals_asked = 0  # position of the next request_approval in this visit, less one
         self._visit_number: int | None = None
+        # What the run waited for when it was claimed (Run.waiting_for): the wait a call of this visit takes up
+        # again, keeping its due time (durable.runtime.waits).
+        self.woke_from = woke_from
 
     @property
     def visit_number(self) -> int:
@@ -166,6 +170,40 @@ class StepContext:
                         self.business_key, self.visit, self._approvals_asked)
         return gate(site, ApprovalAsk(kind, snapshot, approve, revalidate, expires_in, Path(on_invalid),
                                       Path(on_expiry), approvers))
+
+    # Waits (durable.runtime.waits): the run is parked, released, until the wait ends; the visit then runs again
+    # from its start and each wait returns what it recorded. See docs/workflows.md, "Timers, events and child runs".
+
+    def sleep(self, duration: timedelta) -> None:
+        """Pause the run for `duration` (from when the visit first got here), by the database's clock."""
+        self._on_step_thread("sleep")
+        waits.sleep(self, duration)
+
+    def sleep_until(self, until: datetime) -> None:
+        """Pause the run until `until` (an aware datetime), by the database's clock."""
+        self._on_step_thread("sleep_until")
+        waits.sleep_until(self, until)
+
+    def wait_for_event(self, names: str | Sequence[str], *, timeout: timedelta | None = None) -> Event | None:
+        """The next event named `names` (or one of them) sent to this run, consumed once; None if `timeout`
+        passes first. Events sent before the wait began wait in the run's mailbox, in arrival order."""
+        self._on_step_thread("wait_for_event")
+        return waits.wait_for_event(self, names, timeout)
+
+    def start_child(self, workflow: str, *, input: dict[str, Any], business_key: str) -> ChildRun:
+        """Start a run of `workflow` as this run's child, once for this visit and key, whatever crashes."""
+        self._on_step_thread("start_child")
+        return waits.start_child(self, workflow, input, business_key)
+
+    def wait_child(self, child: ChildRun) -> Any:
+        """The child run's output once it has ended; ChildRunFailed if it did not succeed."""
+        self._on_step_thread("wait_child")
+        return waits.wait_children(self, [child])[0]
+
+    def wait_children(self, children: Sequence[ChildRun]) -> list[Any]:
+        """The outputs of all `children` (in the order given) once every one has ended."""
+        self._on_step_thread("wait_children")
+        return waits.wait_children(self, children)
 
     def side_effect(self, action: str, *, business_key: str, downstream: Downstream,
                     payload: dict[str, Any]) -> dict[str, Any]:

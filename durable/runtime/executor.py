@@ -13,11 +13,11 @@ from pydantic import BaseModel, ValidationError
 
 from durable.conf import durable_settings
 from durable import logs, metrics
-from durable.runtime import heartbeat, side_effects
+from durable.runtime import heartbeat, side_effects, wakes
 from durable.runtime.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
-from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, classify,
-                                   refuse_unstorable)
+from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, Waiting,
+                                   classify, refuse_unstorable)
 from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
@@ -134,6 +134,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
     budget = workflow.step_budget(durable_settings.DURABLE_MAX_STEP_VISITS)
     done = 0
     came_from: str | None = None  # the step whose route led here, when it ran in this task
+    woke_from = run.waiting_for  # the wait the run was parked on, taken up again by the visit it resumes
     while True:
         if lease.seq >= budget:  # the newest checkpoint's seq is the number of visits made (seq 0: the start)
             _out_of_budget(store, lease, run, workflow, step_name, came_from, attempt, budget)
@@ -143,15 +144,15 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             ctx = StepContext(
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
-                cursor=ReplayCursor(step_name, recorded), side_effects=step.side_effects,
+                cursor=ReplayCursor(step_name, recorded), side_effects=step.side_effects, woke_from=woke_from,
             )
-            recorded = []  # the next visit starts from a checkpoint written below: a new visit, nothing recorded
+            recorded, woke_from = [], None  # the next visit starts from a checkpoint written below: a new visit
             try:
                 state, next_step = _execute_step(workflow, step, ctx, state)
                 state_json, output = _what_to_write(workflow, step_name, state, last=next_step is None)
             except LeaseLost:
                 raise
-            except AwaitingApproval:  # the request and the wait are committed; nothing holds a worker now
+            except (AwaitingApproval, Waiting):  # the wait is committed; nothing holds a worker now
                 return AdvanceOutcome(claimed=True, steps=done)
             except ReplayContractViolation as exc:
                 block(store, lease, run, step_name, Refusal("replay_violation", str(exc)),
@@ -167,6 +168,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             done += 1
             if next_step is None:
                 store.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
+                wakes.child_ended(run)
                 return AdvanceOutcome(claimed=True, steps=done)
             # The checkpoint's (step, next_step) is the route taken: a loop's way back is recorded like any other.
             store.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
@@ -248,4 +250,5 @@ def _give_up(store: RunStore, lease: Lease, step: str, attempts_made: int, error
         log.warning("step %s gave up with operation(s) %s of unknown outcome", step, ", ".join(unsure))
         return
     store.fail(lease, step, attempts_made, error)
+    wakes.child_ended_by_id(lease.run_id)
     log.info("step %s failed for good: %s", step, message)

@@ -21,7 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from durable.conf import durable_settings
-from durable.runtime import dispatch
+from durable.runtime import dispatch, wakes
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
 from durable.models import Run, SweepTurn
@@ -63,13 +63,14 @@ def _waiting_since(status: str, updated_at: datetime, lease_expires_at: datetime
 
 
 def sweep(limit: int = 1000) -> list[UUID]:
-    """Re-enqueue every run that is due; returns their ids."""
+    """Wake parked runs whose timer is due, re-enqueue every run that is due; returns their ids."""
+    woken = wakes.wake_due(limit)
     ids = due_runs(limit)
     if ids:
         Run.objects.filter(id__in=ids).update(enqueued_at=timezone.now())
     for run_id in ids:
         dispatch.enqueue(run_id)
-    return ids
+    return woken + ids
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def worker_period(seen_at: float) -> float:
 
     from durable import fleet
     from durable.conf import durable_settings
-    from durable.runtime import dispatch
+    from durable.runtime import dispatch, wakes
     from durable.runtime.executor import worker_id
     from durable.runtime.sweeper import sweep_all, take_turn
     from durable.scope import scoped_to
@@ -66,6 +66,7 @@ def worker_period(seen_at: float) -> float:
             report = sweep_all()
             if report.enqueued or any(count for _, count in report.settled):
                 log.info("swept: %s", report)
+            wakes.arm_timers(2 * period)  # timers due before the next sweep fire on time, from this process
         if (durable_settings.DURABLE_WORKER_SWEEPS and durable_settings.DURABLE_RETENTION_DAYS > 0
                 and scoped_to() is None and take_turn(worker_id(), RETENTION_PERIOD_SECONDS, scope="retention")):
             # A task, as beat would send it: pruning a large backlog takes minutes, and sweeps must go on.

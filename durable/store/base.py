@@ -8,15 +8,15 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from durable.engine.errors import LeaseLost
 from durable.engine.notifications import EventKind
 from durable.engine.replay import RecordedCall
-from durable.engine.states import CLAIMABLE, RunStatus
-from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.engine.states import CLAIMABLE, TERMINAL, RunStatus
+from durable.models import Checkpoint, JournalEntry, Run, RunEvent, SideEffect
 from durable.signals import operator_event
 
 
@@ -257,6 +257,89 @@ class RunStore:
             self._progress(lease, now)
             self._journal(lease, now, JournalEntry.Kind.ACTIVITY_REUSED, step, detail={"calls": calls})
 
+    # Waits (durable.runtime.waits decides what they are). Each checks what would end the wait and parks the run
+    # in one transaction that first takes the run's row (its fenced write): a sender or a child's end takes the
+    # same row before waking it, so an event or an end that arrives meanwhile is seen here or wakes the run.
+
+    def db_now(self) -> datetime:
+        """The database's clock: it decides whether a timer is due, whatever a worker's clock says (invariant 17)."""
+        if connection.vendor != "postgresql":
+            return timezone.now()  # SQLite: a file on this machine, read with this machine's clock
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT clock_timestamp()")
+            now: datetime = cursor.fetchone()[0]
+            return now
+
+    def park(self, lease: Lease, step: str, waiting_for: dict[str, Any], wake_at: datetime | None) -> None:
+        """The step waits: release the run WAITING with what it waits for and when its clock wakes it."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._park(lease, now, step, waiting_for, wake_at)
+
+    def _park(self, lease: Lease, now: datetime, step: str, waiting_for: dict[str, Any],
+              wake_at: datetime | None) -> None:
+        self._fenced(lease, now, status=RunStatus.WAITING, waiting_for=waiting_for, next_attempt_at=wake_at,
+                     lease_owner=None, lease_expires_at=None, error=None)
+        self._journal(lease, now, JournalEntry.Kind.WAIT, step, detail=waiting_for)
+
+    def end_wait(self, lease: Lease, step: str, call_index: int, name: str, result: Any,
+                 detail: dict[str, Any]) -> None:
+        """A wait ended (a timer fired, a deadline passed): its outcome recorded as the visit's call, once."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._wait_ended(lease, now, step, call_index, name, result, detail)
+
+    def _wait_ended(self, lease: Lease, now: datetime, step: str, call_index: int, name: str, result: Any,
+                    detail: dict[str, Any]) -> None:
+        self._fenced(lease, None, waiting_for=None)
+        self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=result)
+        self._journal(lease, now, JournalEntry.Kind.WAIT_ENDED, step, call_index=call_index, name=name, detail=detail)
+
+    def record_child(self, lease: Lease, step: str, call_index: int, name: str, child: dict[str, Any]) -> None:
+        """The child run a call of the visit started, recorded as its result: re-executed, it finds the same one."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._progress(lease, now)
+            self._journal(lease, now, JournalEntry.Kind.ACTIVITY, step, call_index=call_index, name=name, result=child)
+            self._journal(lease, now, JournalEntry.Kind.CHILD_STARTED, step, call_index=call_index,
+                          name=child["workflow"], detail=child)
+
+    def take_event_or_park(self, lease: Lease, step: str, call_index: int, name: str, events: tuple[str, ...],
+                           waiting_for: dict[str, Any], wake_at: datetime | None) -> dict[str, Any] | None:
+        """The oldest unconsumed event of one of `events`, consumed by this call of the visit and recorded as its
+        result (once: invariant 18); or, when the mailbox has none, the run parked until one arrives."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._progress(lease, now)  # takes the run's row first: see above
+            for event in RunEvent.objects.filter(run_id=lease.run_id, name__in=events, consumed_at__isnull=True
+                                                 ).order_by("id")[:1]:
+                if RunEvent.objects.filter(id=event.id, consumed_at__isnull=True).update(
+                        consumed_at=now, consumed_step=step, consumed_visit=lease.seq):
+                    result = {"event": event_json(event)}
+                    self._wait_ended(lease, now, step, call_index, name, result,
+                                     {"consumed": event.id, "event": event.name, "sender": event.sender})
+                    return result
+            self._park(lease, now, step, waiting_for, wake_at)
+            return None
+
+    def children_or_park(self, lease: Lease, step: str, call_index: int, name: str, children: tuple[str, ...],
+                         waiting_for: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """How each child run ended, recorded as this call's result once all have; else the run parked."""
+        now = timezone.now()
+        with transaction.atomic():
+            self._progress(lease, now)  # takes the parent's row first: see above
+            found = {str(run_id): (workflow, status, output, error) for run_id, workflow, status, output, error in
+                     Run.objects.filter(id__in=children).values_list("id", "workflow_name", "status", "output",
+                                                                     "error")}
+            if all(child in found and RunStatus(found[child][1]) in TERMINAL for child in children):
+                ended = [{"run_id": child, "workflow": found[child][0], "status": found[child][1],
+                          "output": found[child][2], "error": found[child][3]} for child in children]
+                self._wait_ended(lease, now, step, call_index, name, ended,
+                                 {"children": {child: found[child][1] for child in children}})
+                return ended
+            self._park(lease, now, step, waiting_for, None)
+            return None
+
     # The side-effect ledger's writes (durable.runtime.ledger decides what they are).
 
     def prepare_operation(self, lease: Lease, fields: dict[str, Any]) -> tuple[SideEffect, bool]:
@@ -344,3 +427,9 @@ class RunStore:
         with transaction.atomic():
             self._fenced(lease, now, status=RunStatus.BLOCKED_VERSION, error=reason, lease_owner=None, lease_expires_at=None)
             self._journal(lease, now, kind, step, detail=reason)
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    """An event as a wait records and returns it (durable.engine.waits.Event)."""
+    return {"name": event.name, "payload": event.payload, "id": event.id, "sent_at": event.received_at.isoformat(),
+            "sender": event.sender}

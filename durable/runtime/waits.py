@@ -1,0 +1,154 @@
+"""A step's waits: timers, events from outside and child runs (docs/workflows.md, "Timers, events and child runs").
+
+Each wait is a call of the visit like an activity: it takes the next call index, and its outcome (the timer
+fired, the event consumed, the deadline passed, how the children ended) is recorded there when the wait ends,
+so a visit re-executed after a crash or a wake returns it at once (invariant 16). Until then the run is parked
+WAITING, released, with what it waits for on the run and its due time in `next_attempt_at` (invariant 17); the
+visit re-executes from its start when the database's clock, an event or the children's end wakes it.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, NoReturn, Protocol
+from uuid import UUID
+
+from durable import metrics
+from durable.engine.errors import ChildRunFailed, NonRetryableError, Waiting, refuse_unstorable
+from durable.engine.replay import RecordedCall
+from durable.engine.states import RunStatus
+from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
+from durable.store import Lease, RunStore
+
+
+
+class StepContext(Protocol):
+    """What a wait needs of the step context (durable/runtime/context.py, which imports this module)."""
+
+    run_id: UUID
+    step: str
+    visit: int
+    workflow_name: str
+    workflow_version: int
+    woke_from: dict[str, Any] | None
+    _store: RunStore
+    _lease: Lease
+
+    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
+
+log = logging.getLogger("durable.waits")
+
+SLEEP, WAIT_FOR_EVENT, START_CHILD, WAIT_CHILD = ("durable.sleep", "durable.wait_for_event", "durable.start_child",
+                                                   "durable.wait_child")
+
+
+def sleep_until(ctx: StepContext, until: datetime) -> None:
+    """Return once the database's clock has reached `until`; until then the run is parked, not a worker."""
+    if until.tzinfo is None:
+        raise NonRetryableError(f"ctx.sleep_until needs an aware datetime, got {until!r}", kind="invalid_timer")
+    _timer(ctx, lambda: until)
+
+
+def sleep(ctx: StepContext, duration: timedelta) -> None:
+    """Sleep `duration` from when the visit first reached this call, by the database's clock."""
+    if duration < timedelta(0):
+        raise NonRetryableError(f"ctx.sleep needs a duration >= 0, got {duration}", kind="invalid_timer")
+    _timer(ctx, lambda: ctx._store.db_now() + duration)
+
+
+def _timer(ctx: StepContext, due_at: Callable[[], datetime]) -> None:
+    index, recorded = ctx._reserve(SLEEP)
+    if recorded is not None:
+        return  # it fired in this visit before (recorded when it did)
+    waiting = _current(ctx, index, WaitKind.TIMER)
+    due = waiting.until if waiting is not None and waiting.until is not None else due_at()
+    if ctx._store.db_now() >= due:
+        ctx._store.end_wait(ctx._lease, ctx.step, index, SLEEP, {"fired": due.isoformat()},
+                            {"timer": "fired", "due": due.isoformat()})
+        return
+    waiting = WaitingFor(WaitKind.TIMER, ctx.step, ctx.visit, due, call_index=index)
+    ctx._store.park(ctx._lease, ctx.step, waiting.as_json(), due)
+    _parked(ctx, waiting)
+
+
+def wait_for_event(ctx: StepContext, names: str | Sequence[str], timeout: timedelta | None) -> Event | None:
+    """The first event of `names` in the run's mailbox (arrived before the wait or after), consumed once; None
+    when `timeout` passes first (by the database's clock)."""
+    wanted = tuple(check_event_name(name) for name in ([names] if isinstance(names, str) else names))
+    if not wanted:
+        raise NonRetryableError("ctx.wait_for_event needs at least one event name", kind="invalid_wait")
+    index, recorded = ctx._reserve(WAIT_FOR_EVENT)
+    if recorded is not None:
+        return _event_of(recorded.result)
+    waiting = _current(ctx, index, WaitKind.EVENT)
+    now = ctx._store.db_now() if timeout is not None else None
+    deadline = waiting.until if waiting is not None else None
+    if deadline is None and now is not None and timeout is not None:
+        deadline = now + timeout
+    if deadline is not None and now is not None and now >= deadline:
+        ctx._store.end_wait(ctx._lease, ctx.step, index, WAIT_FOR_EVENT, {"timeout": deadline.isoformat()},
+                            {"events": list(wanted), "timeout": deadline.isoformat()})
+        return None
+    description = WaitingFor(WaitKind.EVENT, ctx.step, ctx.visit, deadline, events=wanted, call_index=index)
+    taken = ctx._store.take_event_or_park(ctx._lease, ctx.step, index, WAIT_FOR_EVENT, wanted,
+                                          description.as_json(), deadline)
+    if taken is not None:
+        return _event_of(taken)
+    _parked(ctx, description)
+
+
+def _event_of(result: dict[str, Any]) -> Event | None:
+    return Event.from_json(result["event"]) if "event" in result else None
+
+
+def start_child(ctx: StepContext, workflow: str, input: dict[str, Any], business_key: str) -> ChildRun:
+    """Start a run of `workflow` as this run's child, once per visit and key whatever crashes (invariant 19)."""
+    from durable.services import start_run  # the service starts every run: validation, contract, enqueue
+
+    refuse_unstorable(business_key, what=f"the business key of child run {workflow!r}", kind="payload_not_storable")
+    index, recorded = ctx._reserve(START_CHILD)
+    if recorded is not None:
+        return ChildRun(**recorded.result)
+    key = child_start_key(str(ctx.run_id), ctx.visit, workflow, business_key)
+    child, _ = start_run(workflow=workflow, input=input, business_key=business_key, idempotency_key=key,
+                         source="parent", parent_run_id=ctx.run_id)
+    started = ChildRun(str(child.id), workflow, business_key)
+    ctx._store.record_child(ctx._lease, ctx.step, index, START_CHILD,
+                            {"run_id": started.run_id, "workflow": workflow, "business_key": business_key})
+    return started
+
+
+def wait_children(ctx: StepContext, children: Sequence[ChildRun]) -> list[Any]:
+    """The outputs of `children`, in the order given, once every one has ended; ChildRunFailed (non-retryable)
+    for the first that did not succeed."""
+    ids = tuple(child.run_id for child in children)
+    if not ids:
+        return []
+    index, recorded = ctx._reserve(WAIT_CHILD)
+    ended = recorded.result if recorded is not None else None
+    if ended is None:
+        description = WaitingFor(WaitKind.CHILD, ctx.step, ctx.visit, children=ids, call_index=index)
+        ended = ctx._store.children_or_park(ctx._lease, ctx.step, index, WAIT_CHILD, ids, description.as_json())
+        if ended is None:
+            _parked(ctx, description)
+    for child in ended:
+        if child["status"] != RunStatus.SUCCEEDED:
+            raise ChildRunFailed(child["run_id"], child["workflow"], child["status"], child["error"])
+    return [child["output"] for child in ended]
+
+
+def _current(ctx: StepContext, index: int, kind: WaitKind) -> WaitingFor | None:
+    """The wait this call started before the run was parked and woken, if it is this one: its due time holds."""
+    if not ctx.woke_from:
+        return None
+    waiting = WaitingFor.from_json(ctx.woke_from)
+    if (waiting.kind, waiting.step, waiting.visit, waiting.call_index) == (kind, ctx.step, ctx.visit, index):
+        return waiting
+    return None
+
+
+def _parked(ctx: StepContext, waiting: WaitingFor) -> NoReturn:
+    metrics.wait_started(ctx.workflow_name, ctx.workflow_version, waiting.kind.value)
+    log.info("run waits for %s", waiting.describe())
+    raise Waiting(waiting.describe())

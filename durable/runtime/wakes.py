@@ -1,0 +1,115 @@
+"""Waking parked runs (invariants 17-19): by the database's clock, by an event that arrived, by a child's end.
+
+A wake is one conditional UPDATE from WAITING to PENDING and a message sent once it is committed; the worker
+that claims the run re-executes the visit, whose wait then finds what it waited for. Waking a run that no longer
+waits changes nothing, and a duplicate message is harmless (the lease decides).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from uuid import UUID
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from durable.engine.states import RunStatus
+from durable.engine.waits import WaitKind
+from durable.models import Run
+from durable.runtime import dispatch
+from durable.scope import runs_in_scope
+
+log = logging.getLogger("durable.sweeper")
+
+# Due by the database's clock, never a worker's: a skewed worker cannot fire a timer early (invariant 17).
+_DUE = Q(status=RunStatus.WAITING, next_attempt_at__lte=Now())
+
+
+def wake_due(limit: int = 1000) -> list[UUID]:
+    """Parked runs whose timer or event deadline is due: PENDING and sent. The query reads the due ones only
+    (index run_wake_due), however many runs are parked."""
+    ids = list(Run.objects.filter(_DUE, runs_in_scope()).order_by("next_attempt_at")
+               .values_list("id", flat=True)[:limit])
+    return _wake(ids)
+
+
+def _wake(ids: list[UUID]) -> list[UUID]:
+    if not ids:
+        return []
+    # updated_at takes the due time: the claim measures the resume latency from it (durable.store.base._due_since).
+    Run.objects.filter(_DUE, id__in=ids).update(status=RunStatus.PENDING, updated_at=F("next_attempt_at"),
+                                                next_attempt_at=None, enqueued_at=timezone.now())
+    for run_id in ids:
+        dispatch.enqueue(run_id)
+    return ids
+
+
+def wake(run_id: UUID | str) -> bool:
+    """Inside the caller's transaction: the run, parked, is PENDING and sent once that commits."""
+    now = timezone.now()
+    woken = Run.objects.filter(id=run_id, status=RunStatus.WAITING).update(
+        status=RunStatus.PENDING, next_attempt_at=None, updated_at=now, enqueued_at=now)
+    if woken:
+        dispatch.enqueue_on_commit(run_id)
+    return bool(woken)
+
+
+def child_ended(run: Run) -> None:
+    """A run ended: its parent, if it waits on its children, looks at them all again."""
+    if run.parent_run_id is not None:
+        wake_parent(run.parent_run_id)
+
+
+def child_ended_by_id(run_id: UUID | str) -> None:
+    parent = Run.objects.filter(id=run_id).values_list("parent_run_id", flat=True).first()
+    if parent is not None:
+        wake_parent(parent)
+
+
+def wake_parent(parent_id: UUID | str) -> bool:
+    # After the child's end is committed: a parent that read its children before that holds its row until it has
+    # parked, so this UPDATE waits for it and then finds it WAITING (durable.store.base, "Waits").
+    with transaction.atomic():
+        waits_on_children = Run.objects.filter(id=parent_id, waiting_for__kind=WaitKind.CHILD.value)
+        return waits_on_children.exists() and wake(parent_id)
+
+
+# Timers armed ahead of their due time by the worker whose turn it is to sweep, so a timer fires within
+# milliseconds of its time rather than at the next sweep (which still wakes whatever these miss).
+_armed: dict[UUID, threading.Timer] = {}
+_armed_lock = threading.Lock()
+
+
+def arm_timers(horizon_seconds: float, limit: int = 1000) -> int:
+    """Arm an in-process timer for each run due within the horizon; returns how many were armed anew."""
+    from durable.store import store
+
+    now = store().db_now()
+    soon = (Run.objects.filter(runs_in_scope(), status=RunStatus.WAITING, next_attempt_at__gt=now,
+                               next_attempt_at__lte=now + timedelta(seconds=horizon_seconds))
+            .order_by("next_attempt_at").values_list("id", "next_attempt_at")[:limit])
+    armed = 0
+    with _armed_lock:
+        for run_id, due in soon:
+            if run_id in _armed or due is None:
+                continue
+            timer = threading.Timer((due - now).total_seconds() + 0.002, _fire, args=(run_id,))
+            timer.daemon = True
+            _armed[run_id] = timer
+            timer.start()
+            armed += 1
+    return armed
+
+
+def _fire(run_id: UUID) -> None:
+    try:
+        _wake(list(Run.objects.filter(_DUE, id=run_id).values_list("id", flat=True)))
+    except Exception:  # the next sweep wakes it
+        log.warning("an armed timer could not wake run %s; the sweeper will", run_id, exc_info=True)
+    finally:
+        with _armed_lock:
+            _armed.pop(run_id, None)
+        connection.close()  # this thread's own connection
