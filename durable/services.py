@@ -96,7 +96,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
                 one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
-                created_by=acting_user(user), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
+                created_by_id=_creator(user, parent_run_id), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
             )
             _index_for_search(run, definition, data)
             Checkpoint.objects.create(
@@ -120,6 +120,15 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
             return active, False
         raise
     return run, True
+
+
+def _creator(user: Caller | None, parent_run_id: UUID | None) -> Any:
+    """Who created the run; a child run is created by whoever created its parent, so a tool's child stays in
+    the tool's scope (invariant 14) and only the tool's own workers sweep it."""
+    if parent_run_id is not None:
+        return Run.objects.values_list("created_by_id", flat=True).get(id=parent_run_id)
+    actor = acting_user(user)
+    return actor.pk if actor is not None else None
 
 
 def _index_for_search(run: Run, definition: Workflow, data: BaseModel) -> None:

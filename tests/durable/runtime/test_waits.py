@@ -351,3 +351,11 @@ def viewer(db) -> User:
 @pytest.fixture
 def operator(db) -> User:
     return user_with_roles("waits-operator", "operator")
+
+
+def test_a_child_run_is_created_by_whoever_created_its_parent_so_it_stays_in_the_parents_scope(tmp_path):
+    tool = User.objects.create(username="durable-tool-drill-1")
+    run, _ = services.start_run(workflow="test-parent", input={"calls_file": str(tmp_path / "calls")},
+                                business_key="P-1", user=tool)
+    advance(run)
+    assert Run.objects.get(parent_run=run).created_by == tool
