@@ -42,7 +42,7 @@ SETTINGS: dict[str, Setting] = {
                                        "(every step it runs, loops included) before it ends FAILED with "
                                        "`step_budget_exhausted`; a workflow sets its own with "
                                        "`Workflow(max_visits=...)`."),
-    "DURABLE_EVENT_MAX_BYTES": Setting(262144, "bytes", "The largest event payload (as JSON) a run's mailbox "
+    "DURABLE_EVENT_MAX_BYTES": Setting(262144, "count", "The largest event payload (as JSON) a run's mailbox "
                                        "takes, from the API or `durable.send_event`; larger is refused with 400."),
     "DURABLE_SWEEP_SECONDS": Setting(2.0, "seconds", "How often the sweeper runs: in the workers (one sweep "
                                      "per period across all of them), `manage.py durable_sweep --loop` and the "
@@ -116,6 +116,12 @@ SETTINGS: dict[str, Setting] = {
                                             "fail to renew it."),
     "DURABLE_SANDBOX_URL": Setting("http://127.0.0.1:8765", "url", "Where the demo's sandbox downstreams "
                                    "answer."),
+    "DURABLE_DEMO_REPLY_SECONDS": Setting(172800, "seconds", "How long the demo's support-agent waits for a "
+                                          "customer's reply (`ask_customer`) before it gives up: two days; the "
+                                          "embedded demo (`bin/demo`) shortens it to ten minutes."),
+    "DURABLE_DEMO_FOLLOW_UP_SECONDS": Setting(259200, "seconds", "How long the demo's support-agent sleeps "
+                                              "before its follow-up email (`follow_up`): three days; the embedded "
+                                              "demo shortens it to one minute."),
     "DURABLE_LLM_BASE_URL": Setting("", "url", "An OpenAI-compatible endpoint for the demo's models (the "
                                     "claims agent's planner, the support agent); empty: their scripted models."),
     "DURABLE_LLM_API_KEY": Setting("", "text", "The API key for DURABLE_LLM_BASE_URL."),

@@ -91,6 +91,8 @@ def test_the_readme_shows_the_demo_commands_as_bin_demo_prints_them():
         assert f"{commands.start_command(DEMO_URL, order_id)}\n" in README, order_id
     for order_id in set(commands.SUPPORT) - {commands.SUPPORT_EXAMPLE}:
         assert f"{commands.support_command(DEMO_URL, order_id)}\n" in README, order_id
+    for order_id in commands.REPLY:
+        assert f"{commands.reply_command(DEMO_URL, order_id)}\n" in README, order_id
 
 
 @pytest.mark.django_db
@@ -102,20 +104,40 @@ def test_each_ready_demo_command_starts_a_run_that_waits_for_approval(demo, orde
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("order_id,status", [("ORD-1003", RunStatus.SUCCEEDED), ("ORD-1001", RunStatus.SUCCEEDED),
-                                             ("ORD-1004", RunStatus.WAITING_APPROVAL)])
+                                             ("ORD-1004", RunStatus.WAITING_APPROVAL),
+                                             ("ORD-1005", RunStatus.WAITING)])
 def test_each_support_agent_command_starts_a_run_that_answers_or_asks_for_its_refund(demo, order_id, status):
     run = started_by(commands.support_command(DEMO_URL, order_id))
     assert (run.workflow_name, run.business_key, run.status) == ("support-agent", order_id, status), run.error
     assert run.status != RunStatus.SUCCEEDED or run.output["refund_id"] is None  # a question; an injection refused
 
 
-def started_by(command: str) -> Run:
-    """The run a ready command starts, POSTed as curl would with intake's token, advanced in this process."""
+@pytest.mark.django_db
+@pytest.mark.parametrize("order_id", list(commands.REPLY))
+def test_the_ready_reply_wakes_the_run_waiting_for_it_and_sent_again_is_one_event(demo, order_id):
+    run = started_by(commands.support_command(DEMO_URL, order_id))
+    assert run.status == RunStatus.WAITING and run.waiting_for["events"] == ["customer_reply"]
+    first, again = posted(commands.reply_command(DEMO_URL, order_id)), posted(commands.reply_command(DEMO_URL, order_id))
+    assert (first.status_code, again.status_code) == (201, 200), (first.content, again.content)
+    assert first.json()["id"] == again.json()["id"] and first.json()["woke_run"]
+    run = advance(run)
+    assert run.status == RunStatus.WAITING and run.waiting_for["kind"] == "child"  # the fraud check, next
+
+
+def posted(command: str):
+    """A ready command POSTed as curl would send it, with intake's token."""
     people = ensure_demo_people()
     words = shlex.split(command.replace(f"${commands.TOKEN_VARIABLE}", people.intake_token))
     headers = dict(words[i + 1].split(": ", 1) for i, word in enumerate(words) if word == "-H")
+    extra = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in headers.items()
+             if name not in ("Content-Type",)}
     body = words[words.index("-d") + 1]
-    response = Client().post(urlsplit(words[words.index("-X") + 2]).path, body, content_type=headers["Content-Type"],
-                             HTTP_AUTHORIZATION=headers["Authorization"])
+    return Client().post(urlsplit(words[words.index("-X") + 2]).path, body, content_type=headers["Content-Type"],
+                         **extra)
+
+
+def started_by(command: str) -> Run:
+    """The run a ready command starts, POSTed as curl would with intake's token, advanced in this process."""
+    response = posted(command)
     assert response.status_code == 201, response.content
     return advance(Run.objects.get(id=response.json()["id"]))

@@ -307,6 +307,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # this project sets only what it changes, and takes any of them from an environment variable
 # of the same name (DURABLE_LEASE_SECONDS=120). DURABLE_QUEUE names the Celery queue above.
 DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent"]
+if DURABLE_EMBEDDED_DEMO:  # the support agent's waits, short enough to watch: a reply within 10 minutes, then
+    DURABLE_DEMO_REPLY_SECONDS = 600.0  # it gives up; its follow-up email a minute after the refund
+    DURABLE_DEMO_FOLLOW_UP_SECONDS = 60.0
 
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:

@@ -20,9 +20,10 @@ REVIEWER_USERNAME = "reviewer"
 INTAKE_USERNAME = "intake"
 DEMO_PASSWORD = "durable-demo"
 
-# The people hold roles (groups created by a migration); the intake service holds two permissions.
+# The people hold roles (groups created by a migration); the intake service holds three permissions:
+# it starts runs, reads them, and sends them the customers' replies its webhook receives.
 ROLES_OF = {DEMO_USERNAME: (ADMIN,), REVIEWER_USERNAME: (APPROVER,), INTAKE_USERNAME: ()}
-INTAKE_PERMISSIONS = ("durable.view_run", "durable.start_run")
+INTAKE_PERMISSIONS = ("durable.view_run", "durable.start_run", "durable.send_event")  # events: the support desk's replies
 INTAKE_TOKEN_NAME = "demo intake"
 
 

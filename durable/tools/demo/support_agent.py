@@ -7,7 +7,14 @@ hands their answers back as `tool` messages, then loops back to `think`:
 - `lookup_order` and `past_tickets`, asked for together, run at once (`ctx.parallel`);
 - `propose_refund` asks a human (`ctx.request_approval`, revalidated right before the money moves, as the
   claims agent does), then refunds exactly what was approved through the ledger;
-- `send_email` emails the customer who placed the order, a side effect with a business key of its own.
+- `send_email` emails the customer who placed the order, a side effect with a business key of its own;
+- `ask_customer` emails a question and waits for the customer's reply, an event sent by the support desk's
+  webhook (`ctx.wait_for_event`, up to DURABLE_DEMO_REPLY_SECONDS: two days unless the demo shortens it);
+- `follow_up` sleeps (`ctx.sleep`, DURABLE_DEMO_FOLLOW_UP_SECONDS) and then emails the customer again;
+- a refund above FRAUD_CHECK_ABOVE is first scored by a child run of `fraud-check` (`ctx.start_child`,
+  `ctx.wait_child`); a high risk holds it, and the model is told why.
+
+While it waits for the reply, the timer or the child, the run is parked WAITING: no worker holds it.
 
 The model never chooses what is acted on (invariant 13): every order it names is checked against the run's
 own (`bound_to_run`), the refund's amount and target come from the approved snapshot, the email goes to the
@@ -20,13 +27,16 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from durable import (NonRetryableError, OperationConflict, RetryPolicy, UntrustedOutputRefused, Workflow,
                      bound_to_run, register)
+from durable.conf import durable_settings
 from durable.tools.demo import downstreams
+from durable.tools.demo import fraud_check  # noqa: F401  registers the child workflow wherever this one is
 from durable.tools.demo.llm import support_model
 from durable.tools.demo.refund_checks import refund_approvers, refund_facts, refund_to_approve, revalidate_refund
 from durable.tools.demo.support_model import SYSTEM_PROMPT, TOOLS, digest
@@ -35,6 +45,8 @@ from durable.tools.demo.support_model import SYSTEM_PROMPT, TOOLS, digest
 # keeps asking for tools past that is stopped by the step budget, visibly, instead of looping forever.
 MAX_VISITS = 40
 LOOKUPS = {"lookup_order": downstreams.get_order, "past_tickets": downstreams.customer_tickets}
+FRAUD_CHECK_ABOVE = Decimal("100.00")  # refunds above this are scored by a fraud-check child run first
+REPLY = "customer_reply"  # the event the support desk's webhook sends with what the customer wrote back
 
 
 class SupportInput(BaseModel):
@@ -51,14 +63,21 @@ class SupportState(SupportInput):
     answer: str | None = None
 
 
+class CustomerReply(BaseModel):
+    """The payload of a `customer_reply` event (checked when it is sent: 400 naming the field)."""
+
+    text: str = Field(min_length=1, max_length=4000)
+
+
 class ToolError(Exception):
     """A tool call the agent refuses or cannot make: its message is the tool's answer, and the model goes on."""
 
 
 support_agent = register(Workflow(
     name="support-agent", version=1, state=SupportState, input=SupportInput, checkpoint_schema_version=1,
-    tool_catalog_version="support-tools-1", prompt_release="support-agent-1", model_policy_version="policy-1",
+    tool_catalog_version="support-tools-2", prompt_release="support-agent-2", model_policy_version="policy-1",
     retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10), max_visits=MAX_VISITS,
+    events={REPLY: CustomerReply},
     # A run paused for a refund's approval must not go on under another prompt or model policy.
     pinned=("prompt_release", "model_policy_version"),
 ))
@@ -95,6 +114,12 @@ def act(ctx: Any, state: SupportState) -> SupportState:
             if name == "propose_refund":
                 order_id = _bound_order(state, arguments)
                 if state.refund is None:  # asked again in a later turn: the refund already made is the answer
+                    if _amount(state) > FRAUD_CHECK_ABOVE:  # scored by a child run; the parent waits, parked
+                        verdict = ctx.wait_child(ctx.start_child(
+                            "fraud-check", input={"order_id": order_id, "amount": str(_amount(state))},
+                            business_key=f"{order_id}:fraud-check"))
+                        if verdict["risk"] != "low":
+                            raise ToolError(f"the fraud check held the refund: {verdict['reason']}")
                     approved = ctx.request_approval(
                         "refund", snapshot=lambda: refund_facts(order_id), approve=refund_to_approve,
                         revalidate=revalidate_refund, expires_in=timedelta(days=3), on_invalid="ask_again",
@@ -108,6 +133,22 @@ def act(ctx: Any, state: SupportState) -> SupportState:
                 to, subject, message = _email(state, arguments)
                 # One email per subject: the same email asked again is the one sent (a duplicate prevented).
                 sent = ctx.side_effect("email", business_key=f"{state.order_id}:email:{digest(subject)}",
+                                       downstream=downstreams.notifications, payload={"to": to, "message": message})
+                answers[n] = _emailed(state, sent)
+            elif name == "ask_customer":
+                to, subject, message = _email(state, {"subject": f"About your order {state.order_id}",
+                                                      "body": str(arguments.get("question", ""))})
+                sent = ctx.side_effect("email", business_key=f"{state.order_id}:ask:{digest(message)}",
+                                       downstream=downstreams.notifications, payload={"to": to, "message": message})
+                _emailed(state, sent)
+                # Parked until the support desk's webhook sends the reply (or the deadline passes).
+                reply = ctx.wait_for_event(REPLY, timeout=timedelta(seconds=durable_settings.DURABLE_DEMO_REPLY_SECONDS))
+                answers[n] = {"reply": reply.payload["text"]} if reply else {
+                    "error": "the customer did not reply in time"}
+            elif name == "follow_up":
+                ctx.sleep(timedelta(seconds=durable_settings.DURABLE_DEMO_FOLLOW_UP_SECONDS))  # parked, not a worker
+                to, subject, message = _email(state, arguments)
+                sent = ctx.side_effect("email", business_key=f"{state.order_id}:follow-up:{digest(subject)}",
                                        downstream=downstreams.notifications, payload={"to": to, "message": message})
                 answers[n] = _emailed(state, sent)
             else:
@@ -192,6 +233,12 @@ def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) ->
 def _bound_order(state: SupportState, arguments: dict[str, Any]) -> str:
     # The model read the customer's text: the order it names must be the run's own (invariant 13).
     return bound_to_run(arguments.get("order_id"), expected=state.order_id, what="order", source="the model")
+
+
+def _amount(state: SupportState) -> Decimal:
+    """What is left to refund of the order, as the lookup read it (never from the model)."""
+    order = state.order or {}
+    return Decimal(str(order.get("amount") or "0")) - Decimal(str(order.get("refunded_amount") or "0"))
 
 
 def _refunded(refund: dict[str, Any] | None) -> dict[str, Any]:

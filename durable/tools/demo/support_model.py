@@ -15,6 +15,8 @@ ORDER_ID = re.compile(r"\bORD-\d+\b")
 # What a prompt injection looks like to a model that obeys it, as real models too often do.
 INJECTED_REFUND = re.compile(r"SYSTEM:.*?refund\s+(?:order\s+)?(ORD-\d+)", re.I | re.S)
 WANTS_REFUND = re.compile(r"refund|money back|charged twice|broken|damaged", re.I)
+# A refund asked for with a reason the model can act on; without one, it asks the customer first.
+GIVES_REASON = re.compile(r"charged twice|broken|damaged|never arrived|wrong (?:item|size)|defect", re.I)
 
 
 def _function(name: str, description: str, **properties: str) -> dict[str, Any]:
@@ -35,11 +37,16 @@ TOOLS: list[dict[str, Any]] = [
               order_id="the order's id, ORD-...", reason="why the customer should be refunded"),
     _function("send_email", "Email the customer who placed the order.",
               subject="the email's subject", body="the email's text"),
+    _function("ask_customer", "Email the customer a question and wait for their reply (up to two days).",
+              question="what to ask the customer"),
+    _function("follow_up", "Email the customer again later (in three days), to check all is well.",
+              subject="the email's subject", body="the email's text"),
 ]
 
 SYSTEM_PROMPT = ("You are a support agent for one order, {order_id}. Use the tools to read the order and the "
-                 "customer's past tickets, propose a refund when the customer asks for one and it is due, email "
-                 "the customer what was done, then answer in one short paragraph.")
+                 "customer's past tickets, ask the customer when you need to know more, propose a refund when "
+                 "the customer asks for one and it is due, email the customer what was done, follow up when you "
+                 "asked them something, then answer in one short paragraph.")
 
 
 def tool_call(name: str, arguments: dict[str, Any], number: int) -> dict[str, Any]:
@@ -90,6 +97,14 @@ class ScriptedSupportModel:
         order = answers["lookup_order"]
         if not WANTS_REFUND.search(text):
             return assistant(self._status(order, answers.get("past_tickets")))
+        if not GIVES_REASON.search(text):  # a refund without a reason: ask the customer, then read their reply
+            if "ask_customer" not in answers:
+                return assistant(calls=[tool_call("ask_customer", {
+                    "question": f"Sorry to hear that. What went wrong with your order {order_id}?"}, turn)])
+            reply = answers["ask_customer"]
+            if "error" in reply:
+                return assistant(f"I asked about order {order_id} but did not hear back; I closed the request.")
+            text = f"{text}\n{reply.get('reply', '')}"
         return self._refund_turn(text, order_id, order, answers, turn)
 
     @staticmethod
@@ -115,6 +130,10 @@ class ScriptedSupportModel:
                 "body": f"We refunded {refund['amount']} {refund['currency']} for order {order_id} "
                         f"(refund {refund['refund_id']}).",
             }, turn)])
+        if "ask_customer" in answers and "follow_up" not in answers:  # they had to write twice: check back
+            return assistant(calls=[tool_call("follow_up", {
+                "subject": f"Your refund for {order_id}",
+                "body": f"We refunded order {order_id} a few days ago. Did everything arrive as it should?"}, turn)])
         return assistant(f"I refunded {refund['amount']} {refund['currency']} for order {order_id} and emailed "
                          f"{order.get('customer')} the details.")
 

@@ -21,6 +21,9 @@ SEED_ORDERS: tuple[dict[str, str], ...] = (
     {"order_id": "ORD-1003", "customer": "Alan Turing", "amount": "35.50", "currency": "EUR"},
     # The support agent's demo order (durable/tools/demo/support_agent.py): on its way, not yet delivered.
     {"order_id": "ORD-1004", "customer": "Barbara Liskov", "amount": "89.90", "currency": "EUR", "status": "shipped"},
+    # A refund asked for without a reason: the support agent asks the customer and waits for the reply; above
+    # 100 EUR, a fraud-check child run scores it first.
+    {"order_id": "ORD-1005", "customer": "Edsger Dijkstra", "amount": "240.00", "currency": "EUR"},
 )
 
 _CENTS = Decimal("0.01")

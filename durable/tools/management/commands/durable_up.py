@@ -78,6 +78,10 @@ class Command(BaseCommand):
         for order_id in commands.SUPPORT:
             if order_id != commands.SUPPORT_EXAMPLE:
                 self.stdout.write(f"    {commands.support_command(url, order_id)}")
+        self.stdout.write("  reply:       the customer's answer to the support agent's question (ORD-1005's run waits "
+                          "for it), as the support desk's webhook sends it")
+        for order_id in commands.REPLY:
+            self.stdout.write(f"    {commands.reply_command(url, order_id)}")
         self.stdout.write(f"  logs:        {logs}/  (Ctrl-C stops everything)\n")
 
     def _wait(self, children: list[subprocess.Popen[bytes]], worker: WorkerProcess) -> None:
