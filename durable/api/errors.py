@@ -26,7 +26,10 @@ class ConflictError(APIException):
     default_code = "conflict"
 
     def __init__(self, exc: Conflict) -> None:
-        super().__init__({"detail": str(exc), "current_status": exc.current, **exc.extra})
+        super().__init__(str(exc))
+        # The conflict's values as they are (null, numbers, objects): APIException would make each one a string,
+        # a missing current_status the string "None".
+        self.detail = {"detail": self.detail, "current_status": exc.current, **exc.extra}
 
 
 class UnavailableError(APIException):
