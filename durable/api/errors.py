@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
@@ -24,6 +25,7 @@ from durable.security import refused_because
 class ConflictError(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+    detail: Any  # JSON values as the conflict gives them, not only DRF's ErrorDetail strings
 
     def __init__(self, exc: Conflict) -> None:
         super().__init__(str(exc))

@@ -11,7 +11,7 @@ from durable.engine.json_values import MAX_JSON_DEPTH
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, OperatorAction, Run, RunEvent
 from durable.permissions import CONTENTS_PERMISSIONS
-from tests.conftest import api_token, assert_unauthenticated, make_user
+from tests.conftest import api_token, assert_unauthenticated, client_for, make_user
 from tests.durable.claims import advance
 
 pytestmark = pytest.mark.django_db
@@ -35,12 +35,6 @@ def waiting(tmp_path, key: str = "ORDER-7", **given) -> Run:
     run = advance(start(tmp_path, key, **given))
     assert run.status == RunStatus.WAITING
     return run
-
-
-def client_for(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 @pytest.fixture
