@@ -59,18 +59,18 @@ def send_event(*, name: str, payload: Any = None, run_id: UUID | str | None = No
         raise Forbidden("sending events needs the durable.send_event permission", action="send_event")
     name = _checked_name(name)
     payload = _checked_payload(payload)
-    run = _target(run_id, workflow, business_key)
+    run = _target(run_id, workflow, business_key, idempotency_key)
     payload = _validated(run, name, payload)
     who = sender or _sender_of(user, source)
     digest = request_hash({"name": name, "payload": payload})
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run.id)  # after a parking visit, or before it: see wakes
-        if RunStatus(run.status) in TERMINAL:
-            raise Conflict(f"the run has ended ({run.status}); it takes no more events", current=run.status)
         kept = _kept(run, idempotency_key, digest)
-        if kept is not None:
+        if kept is not None:  # first: a sender retrying after the run took the event and ended gets it back
             metrics.event_received(run.workflow_name, duplicate=True)
             return Delivery(kept, created=False, woke=False)
+        if RunStatus(run.status) in TERMINAL:
+            raise Conflict(f"the run has ended ({run.status}); it takes no more events", current=run.status)
         event = _store(run, name, payload, idempotency_key, digest, who, user)
         woke = _waits_for(run, name) and wakes.wake(run.id)
         JournalEntry.objects.create(run=run, kind=JournalEntry.Kind.EVENT_RECEIVED, step=run.current_step,
@@ -108,11 +108,17 @@ def _checked_payload(payload: Any) -> Any:
     return payload
 
 
-def _target(run_id: UUID | str | None, workflow: str | None, business_key: str | None) -> Run:
+def _target(run_id: UUID | str | None, workflow: str | None, business_key: str | None,
+            idempotency_key: str | None) -> Run:
     if run_id is not None:
         return Run.objects.get(id=run_id)
     if not workflow or business_key is None:
         raise InvalidInput({"business_key": ["give the run, or the workflow and the business key of its run"]})
+    if idempotency_key:  # sent before: the run that has it, even if it ended and the key has a newer run now
+        kept = RunEvent.objects.filter(run__workflow_name=workflow, run__business_key=business_key,
+                                       idempotency_key=idempotency_key).select_related("run").order_by("-id").first()
+        if kept is not None:
+            return kept.run
     active = list(Run.objects.filter(workflow_name=workflow, business_key=business_key)
                   .exclude(status__in=sorted(TERMINAL)).order_by("created_at")[:11])
     if not active:

@@ -99,11 +99,16 @@ def operator(db) -> User:
     return make_user("operator", *ALL_RUN_PERMS)
 
 
+def client_for(user: User) -> APIClient:
+    """An API client acting as `user`, past authentication (its permissions still apply)."""
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
 @pytest.fixture
 def api(operator) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(operator)
-    return client
+    return client_for(operator)
 
 
 @pytest.fixture

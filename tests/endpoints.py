@@ -16,7 +16,16 @@ from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.engine.states import RunStatus
-from durable.models import ApiToken, Checkpoint, JournalEntry, NotificationPreference, Run, SecurityEvent, SideEffect
+from durable.models import (
+    ApiToken,
+    Checkpoint,
+    JournalEntry,
+    NotificationPreference,
+    Run,
+    RunEvent,
+    SecurityEvent,
+    SideEffect,
+)
 from durable.roles import OPERATOR
 from tests.approvals.flow import waiting_claim
 from tests.conftest import api_token, user_with_roles
@@ -131,6 +140,9 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:run-migrate": (world.blocked, {"to_version": 2, **reason}),
         "api:run-migrate-blocked": (None, {"workflow": vw.NAME, "from_version": 1, "to_version": 2, **reason}),
         "api:run-bulk": (None, {"action": "cancel", "run_ids": [str(world.waiting.id)], **reason}),
+        "api:run-events": (world.waiting, {"name": "customer_reply", "payload": {"text": "yes, refund it"}}),
+        "api:event-list": (None, {"workflow": world.waiting.workflow_name, "business_key": world.waiting.business_key,
+                                  "name": "customer_reply", "payload": {"text": "yes, refund it"}}),
         "api:approval-approve": (None, {"snapshot_hash": world.approval.snapshot_hash}),
         "api:approval-reject": (None, {"snapshot_hash": world.approval.snapshot_hash, "reason": "duplicate claim"}),
         "api:operation-resolve": (None, {"outcome": "succeeded", "external_ref": "ntf-1",
@@ -173,6 +185,7 @@ def written() -> dict[str, Any]:
         "journal": JournalEntry.objects.count(),
         "side_effects": sorted(SideEffect.objects.values_list("operation_id", "status", "attempts")),
         "approvals": sorted(ApprovalRequest.objects.values_list("id", "status", "approvals_count")),
+        "events": sorted(RunEvent.objects.values_list("id", "consumed_at")),
         "decisions": ApprovalDecision.objects.count(),
         "audit": operator_actions().count(),
         "api_tokens": sorted(ApiToken.objects.values_list("id", "revoked_at")),

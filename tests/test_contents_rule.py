@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from durable.engine.states import RunStatus
-from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, RunEvent, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS
 from tests.conftest import api_token, make_user
 from tests.durable.console.screens import run_in
@@ -19,6 +19,7 @@ from tests.durable.console.screens import run_in
 pytestmark = pytest.mark.django_db
 
 STATE, RESULT, LEDGER, EVIDENCE = "state-marker-7a1", "llm-result-marker-3c9", "ledger-marker-5e2", "evidence-marker-d41"
+PAYLOAD = "event-payload-marker-9b8"
 OPERATION_ID = "e" * 32
 SEES_RUNS = ("durable.view_run", "durable.view_operatoraction")  # runs and the audit trail, not their contents
 
@@ -39,6 +40,7 @@ def ways(run: Run) -> list[Way]:
         Way("API run detail: checkpoints", f"/api/runs/{run.id}/", STATE, refuses=False, api=True),
         Way("API run detail: journal", f"/api/runs/{run.id}/", RESULT, refuses=False, api=True),
         Way("API run detail: ledger", f"/api/runs/{run.id}/", LEDGER, refuses=False, api=True),
+        Way("API run mailbox: event payloads", f"/api/runs/{run.id}/events/", PAYLOAD, refuses=False, api=True),
         Way("API operations list", "/api/operations/", LEDGER, refuses=True, api=True),
         Way("API operation", f"/api/operations/{OPERATION_ID}/", LEDGER, refuses=True, api=True),
         Way("run page: timeline's recorded result", f"/runs/{run.id}/", RESULT, refuses=False),
@@ -63,6 +65,8 @@ def run() -> Run:
                               downstream="payments", business_key="ORD-7", request_hash="0" * 64, status="UNKNOWN")
     OperatorAction.objects.create(action="resolve_operation", run=run, operation_id=OPERATION_ID, source="console",
                                   status_before="UNKNOWN", status_after="SUCCEEDED", reason=EVIDENCE)
+    RunEvent.objects.create(run=run, name="customer_reply", payload={"text": PAYLOAD}, request_hash="0" * 64,
+                            sender="api:someone", received_at=now)
     return run
 
 

@@ -27,8 +27,8 @@ from durable.console.audit import AuditFilters
 from durable.console.forms import RunsQuery
 from durable.console.search import SearchQuery
 from reconciliation.api.views import OperationFilterSerializer
-from tests.endpoints import World, build_world, console_target, logged_in, routes, written
-from tests.test_hostile_input import CONSOLE_FORMS, LOGIN_FORMS, admin, world  # noqa: F401 (fixtures)
+from tests.endpoints import World, api_target, build_world, console_target, logged_in, routes, written
+from tests.test_hostile_input import API_BODY_ENDPOINTS, CONSOLE_FORMS, LOGIN_FORMS, admin, world  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -159,6 +159,7 @@ QUERY_PARAMETERS = {
     "api:run-list": [*_names(RunFilterSerializer), "cursor", "page_size"],
     "api:approval-list": [*_names(ApprovalFilterSerializer), "cursor", "page_size"],
     "api:operation-list": [*_names(OperationFilterSerializer), "cursor", "page_size"],
+    "api:run-events": ["cursor", "page_size"],  # a run's mailbox
 }
 ANY_PAGE = ["next", "page", "format", "q", "after", "cursor"]  # what a page ignores must still be harmless
 
@@ -190,6 +191,35 @@ def test_no_get_answers_5xx_whatever_its_query_says(world, admin, name):
 
 def test_every_page_with_filters_is_fuzzed_with_them():
     assert set(QUERY_PARAMETERS) <= set(get_routes())
+
+
+# The API's JSON bodies (schemathesis fuzzes them from the schema; this also checks nothing is half-written):
+# each field its valid value or any JSON a client could send, sometimes with a field the endpoint does not take.
+
+ANY_JSON = st.one_of(JSON_VALUES, st.sampled_from(HOSTILE_STRINGS), st.lists(st.sampled_from(HOSTILE_STRINGS),
+                                                                            max_size=2))
+EXTRA_JSON_FIELDS = ["reason", "payload", "idempotency_key", "name", "status", "version", "dry_run"]
+
+
+def hostile_json(valid: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    fields = {name: st.one_of(st.just(value), ANY_JSON) for name, value in valid.items()}
+    return st.fixed_dictionaries(fields, optional={name: ANY_JSON for name in EXTRA_JSON_FIELDS if name not in valid})
+
+
+@pytest.mark.parametrize("name", API_BODY_ENDPOINTS)
+def test_no_api_body_answers_5xx_or_half_writes_whatever_its_json_says(world, admin, name):
+    url, valid = api_target(name, world)
+    api = Client(HTTP_AUTHORIZATION=f"Token {_token(admin)}")
+
+    @FUZZ
+    @given(body=hostile_json(valid))
+    def post(body: dict[str, Any]) -> None:
+        text = json.dumps(body, allow_nan=True)  # lone surrogates go as \ud800 escapes, NaN as NaN
+        status, changed = answered_in_a_savepoint(lambda: api.post(url, text, content_type="application/json"))
+        assert status < 500, (name, body)
+        assert status < 400 or not changed, f"{name} answered {status} but wrote: {body}"
+
+    post()
 
 
 # Ids in URLs: a NUL, a number past every integer column, a malformed id is a 404 (or 405), never a query

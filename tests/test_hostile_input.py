@@ -68,7 +68,8 @@ def api(admin) -> Client:
 
 API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
-    "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve",
+    "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
+    "api:event-list",
 ]
 
 
@@ -88,6 +89,9 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:approval-reject": [("snapshot_hash", ["0" * 64]), ("reason", {"why": "no"})],
     "api:operation-resolve": [("outcome", 1), ("external_ref", {"ref": 1}), ("result", ["ntf-1"]),
                               ("follow_up", True), ("reason", ["checked"])],
+    "api:run-events": [("name", ["reply"]), ("idempotency_key", ["k"])],  # a payload may be any JSON
+    "api:event-list": [("workflow", ["claims-agent"]), ("business_key", {"id": 1}), ("name", {"n": 1}),
+                       ("idempotency_key", {"key": 1})],
 }
 
 # The text fields of each body: a NUL character in any of them is refused (Postgres cannot store one).
@@ -98,6 +102,8 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "api:run-bulk": ["reason"],
     "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],
     "api:operation-resolve": ["external_ref", "reason", "result"],
+    "api:run-events": ["name", "payload", "idempotency_key"],
+    "api:event-list": ["workflow", "business_key", "name", "payload", "idempotency_key"],
 }
 
 MALFORMED_JSON = [b"{", b"[1,2", b'{"reason": "checked",}', b"{'reason': 'single quotes'}", b"NaN"]
@@ -117,6 +123,11 @@ def refusal(response, *names: str) -> str:
     text = json.dumps(body)
     missing = [name for name in names if name not in body and name not in text]
     return f"400 without {missing}: {text[:300]}" if missing else ""
+
+
+# The fields that take any JSON value (an object here): bounded in depth, storable, refused naming the field.
+JSON_FIELDS = [("api:run-list", "input"), ("api:operation-resolve", "result"), ("api:run-events", "payload"),
+               ("api:event-list", "payload")]
 
 
 def test_every_api_endpoint_that_takes_a_body_is_covered():
@@ -198,13 +209,13 @@ def test_a_nul_character_in_any_text_field_is_a_400_naming_the_field_and_writes_
     url, body = api_target(endpoint, world)
     before, wrong = written(), []
     for field in TEXT_FIELDS[endpoint]:
-        value = {"text": "a\x00b"} if field in ("input", "result") else "a\x00b"
+        value = {"text": "a\x00b"} if field in ("input", "result", "payload") else "a\x00b"
         if problem := refusal(post_json(api, url, {**body, field: value}), field):
             wrong.append(f"{field}: {problem}")
     assert wrong == [] and written() == before
 
 
-@pytest.mark.parametrize("endpoint,field", [("api:run-list", "input"), ("api:operation-resolve", "result")])
+@pytest.mark.parametrize("endpoint,field", JSON_FIELDS)
 def test_a_json_field_nested_deeper_than_the_limit_is_a_400_naming_the_field(world, api, endpoint, field):
     url, body = api_target(endpoint, world)
     before = written()
@@ -219,7 +230,7 @@ UNSTORABLE_JSON = [("1e999", "finite numbers only"), ("-1e999", "finite numbers 
                    ('"\\ud800"', "lone surrogate"), ('"a\\udfffb"', "lone surrogate")]
 
 
-@pytest.mark.parametrize("endpoint,field", [("api:run-list", "input"), ("api:operation-resolve", "result")])
+@pytest.mark.parametrize("endpoint,field", JSON_FIELDS)
 @pytest.mark.parametrize("value,says", UNSTORABLE_JSON)
 def test_a_json_field_holding_what_no_database_stores_is_a_400_naming_it(world, api, endpoint, field, value, says):
     url, body = api_target(endpoint, world)

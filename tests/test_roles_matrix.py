@@ -24,6 +24,7 @@ VIEW_RUN, VIEW_OP, VIEW_APPROVAL, VIEW_AUDIT = ("durable.view_run", "durable.vie
                                                 "approvals.view_approvalrequest", "durable.view_operatoraction")
 DECIDE, RESOLVE = "approvals.decide_approvalrequest", "durable.resolve_sideeffect"
 MANAGE_TOKENS = "durable.manage_apitoken"
+SEND_EVENT = "durable.send_event"
 
 
 def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiToken,
@@ -69,6 +70,9 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/api/runs/{r}/migrate/", ("durable.migrate_run",)),
         ("POST", "/api/runs/migrate-blocked/", ("durable.migrate_run",)),
         ("POST", "/api/runs/bulk/", (VIEW_RUN,)),  # then the permission of the action named (test_bulk_api.py)
+        ("GET", f"/api/runs/{r}/events/", (VIEW_RUN,)),  # payloads only under the contents rule (test_events.py)
+        ("POST", f"/api/runs/{r}/events/", (SEND_EVENT,)),
+        ("POST", "/api/events/", (SEND_EVENT,)),
         ("GET", "/api/operations/", (VIEW_OP, *CONTENTS)),
         ("GET", f"/api/operations/{o}/", (VIEW_OP, *CONTENTS)),
         ("POST", f"/api/operations/{o}/resolve/", (RESOLVE, *CONTENTS)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
@@ -24,9 +25,13 @@ from durable.security import refused_because
 class ConflictError(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+    detail: Any  # JSON values as the conflict gives them, not only DRF's ErrorDetail strings
 
     def __init__(self, exc: Conflict) -> None:
-        super().__init__({"detail": str(exc), "current_status": exc.current, **exc.extra})
+        super().__init__(str(exc))
+        # The conflict's values as they are (null, numbers, objects): APIException would make each one a string,
+        # a missing current_status the string "None".
+        self.detail = {"detail": self.detail, "current_status": exc.current, **exc.extra}
 
 
 class UnavailableError(APIException):

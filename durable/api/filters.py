@@ -5,7 +5,10 @@ from django.db.models import QuerySet
 from rest_framework import serializers
 
 from durable.engine.states import RunStatus
+from durable.engine.waits import WaitKind
 from durable.models import Run
+
+WAIT_KINDS = [kind.value for kind in WaitKind]  # what a WAITING run waits for: timer, event, child
 
 
 class RunFilterSerializer(serializers.Serializer):
@@ -17,6 +20,9 @@ class RunFilterSerializer(serializers.Serializer):
     created_before = serializers.DateTimeField(required=False)
     finished_after = serializers.DateTimeField(required=False, help_text="ended (succeeded, failed or cancelled) "
                                                "at or after this time")
+    waiting_for = serializers.ChoiceField(choices=WAIT_KINDS, required=False,
+                                          help_text="WAITING runs waiting for a timer, an event or child runs")
+    parent_run = serializers.UUIDField(required=False, help_text="the child runs of this run")
 
     def validate_status(self, value: str) -> list[str]:
         statuses = [s.strip().upper() for s in value.split(",") if s.strip()]
@@ -35,5 +41,9 @@ def filter_runs(queryset: QuerySet[Run], params: dict[str, object]) -> QuerySet[
         "created_after": "created_at__gte",
         "created_before": "created_at__lt",
         "finished_after": "finished_at__gte",
+        "parent_run": "parent_run_id",
     }
-    return queryset.filter(**{lookups[k]: v for k, v in params.items() if k in lookups})
+    queryset = queryset.filter(**{lookups[k]: v for k, v in params.items() if k in lookups})
+    if "waiting_for" in params:  # the record of a wait may linger after the run left WAITING: both must hold
+        queryset = queryset.filter(status=RunStatus.WAITING, waiting_for__kind=params["waiting_for"])
+    return queryset

@@ -16,6 +16,8 @@ ACTION_PERMISSIONS = {
     "migrate": "durable.migrate_run",
     "migrate_blocked": "durable.migrate_run",
     "bulk": "durable.view_run",  # and then the permission of the action it names (durable/api/bulk.py)
+    "events": "durable.view_run",  # the run's mailbox; payloads only under the contents rule
+    "send_event": "durable.send_event",
 }
 
 

@@ -2,11 +2,19 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
+from django.urls import reverse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from durable.api.filters import WAIT_KINDS
 from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
 from durable.engine.limits import REASON_MAX_LENGTH
+from durable.engine.states import RunStatus
+from durable.engine.waits import WaitingFor
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
@@ -62,11 +70,52 @@ class MigrateBlockedResultSerializer(serializers.Serializer):
     refused = serializers.DictField(child=serializers.CharField(), help_text="run id: why it was not migrated")
 
 
+class WaitingForSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=WAIT_KINDS)
+    step = serializers.CharField(help_text="the step whose visit waits")
+    visit = serializers.IntegerField(help_text="the visit (the seq of the checkpoint it started from)")
+    until = serializers.DateTimeField(allow_null=True, help_text="the timer's due time, or the event wait's "
+                                      "deadline; null: no deadline")
+    seconds_left = serializers.FloatField(allow_null=True, help_text="until `until` (0 once it has passed and the "
+                                          "sweeper has yet to wake the run); null: no deadline")
+    events = serializers.ListField(child=serializers.CharField(), help_text="the event names, any of which wakes it")
+    children = serializers.ListField(child=serializers.UUIDField(), help_text="the child runs, all of which must end")
+    summary = serializers.CharField(help_text="all of it in one line, as the console shows it")
+
+
+def waiting_for(run: Run) -> dict[str, Any] | None:
+    """What a WAITING run waits for, with the time left by this server's clock; None for any other status (the
+    run's record of its last wait may linger after it)."""
+    if run.status != RunStatus.WAITING or not isinstance(run.waiting_for, dict):
+        return None
+    wait = WaitingFor.from_json(run.waiting_for)
+    left = None if wait.until is None else round(max(0.0, (wait.until - timezone.now()).total_seconds()), 3)
+    return {"kind": wait.kind.value, "step": wait.step, "visit": wait.visit, "until": wait.until,
+            "seconds_left": left, "events": list(wait.events), "children": list(wait.children),
+            "summary": wait.describe()}
+
+
 class RunSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:run-detail", help_text="this run in the API")
     console_url = serializers.HyperlinkedIdentityField(
         view_name="durable:run-detail", lookup_url_kwarg="run_id",
         help_text="this run's page in the operator console, wherever the console is mounted")
+    waiting_for = serializers.SerializerMethodField(
+        help_text="while the run is WAITING: the timer, the event names or the child runs it waits for; else null")
+    children = serializers.SerializerMethodField(
+        help_text="the runs list of the child runs this run's steps started (ctx.start_child)")
+
+    @extend_schema_field(WaitingForSerializer(allow_null=True))
+    def get_waiting_for(self, run: Run) -> dict[str, Any] | None:
+        found = waiting_for(run)
+        return None if found is None else WaitingForSerializer(found).data
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_children(self, run: Run) -> str:
+        # A link, not a list: the runs list stays one query whatever the number of children.
+        url = f"{reverse('api:run-list')}?{urlencode({'parent_run': run.id})}"
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None else url
 
     class Meta:
         model = Run
@@ -75,6 +124,7 @@ class RunSerializer(serializers.ModelSerializer):
             "prompt_release", "model_policy_version", "topology_fingerprint", "topology", "business_key", "idempotency_key",
             "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
+            "waiting_for", "parent_run", "children",
         ]
         read_only_fields = fields
 

@@ -6,7 +6,6 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,7 +13,18 @@ from rest_framework.response import Response
 from durable import services, versions
 from durable.api.bulk import BulkResultSerializer, BulkSerializer, bulk_answer
 from durable.api.errors import LabelledErrors, service_errors
+from durable.api.events import (
+    SEND_DESCRIPTION,
+    SEND_PARAMETERS,
+    SEND_RESPONSES,
+    MailboxPagination,
+    RunEventContentsSerializer,
+    RunEventSerializer,
+    SendEventSerializer,
+    deliver,
+)
 from durable.api.filters import RunFilterSerializer, filter_runs
+from durable.api.idempotency import HEADER, idempotency_key
 from durable.api.permissions import RunPermission
 from durable.api.schema import ConflictSerializer
 from durable.api.serializers import (
@@ -27,7 +37,7 @@ from durable.api.serializers import (
     RunSerializer,
     StartRunSerializer,
 )
-from durable.models import Run
+from durable.models import Run, RunEvent
 from durable.permissions import can_see_contents
 from durable.registry import registry
 
@@ -55,7 +65,7 @@ class RunCursorPagination(CursorPagination):
     max_page_size = 500
 
 
-@extend_schema(parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)])
+@extend_schema(parameters=[HEADER])
 class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
     permission_classes = [RunPermission]
     pagination_class = RunCursorPagination
@@ -83,6 +93,10 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
             return MigrateBlockedSerializer
         if self.action == "bulk":
             return BulkSerializer
+        if self.action == "send_event":
+            return SendEventSerializer
+        if self.action == "events":
+            return RunEventContentsSerializer if can_see_contents(self.request.user) else RunEventSerializer
         return RunSerializer
 
     def get_queryset(self) -> Any:
@@ -126,11 +140,7 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
         payload = StartRunSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        key = data.get("idempotency_key") or request.headers.get("Idempotency-Key")
-        if key and len(key) > 200:  # the header is not checked by the serializer; the column holds 200
-            raise ValidationError({"idempotency_key": ["Idempotency-Key must be at most 200 characters."]})
-        if key and "\x00" in key:  # nor can a text column hold a NUL on Postgres
-            raise ValidationError({"idempotency_key": ["Idempotency-Key must not contain NUL characters."]})
+        key = idempotency_key(request, data)
         with service_errors():
             run, created = services.start_run(
                 workflow=data["workflow"], input=data["input"], business_key=data["business_key"],
@@ -202,3 +212,22 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
         its status rule and an audit row of its own (linked by `bulk_id`); a run that changed meanwhile is skipped.
         `dry_run` answers what would happen and writes nothing. At most DURABLE_BULK_LIMIT runs."""
         return Response(bulk_answer(request))
+
+    @extend_schema(responses=RunEventContentsSerializer(many=True), description=(
+        "The run's mailbox, in arrival order: each event's name, sender, when it arrived and which wait took it "
+        "(consumed_at, consumed_step, consumed_visit; null while it waits in the mailbox). The payload is left out "
+        "for a caller without the contents permissions (view_checkpoint, view_journalentry, view_sideeffect)."))
+    @action(detail=True, methods=["get"], url_path="events", pagination_class=MailboxPagination)
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        page = self.paginate_queryset(RunEvent.objects.filter(run=run))
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(request=SendEventSerializer, responses=SEND_RESPONSES, parameters=SEND_PARAMETERS,
+                   description=SEND_DESCRIPTION)
+    @events.mapping.post
+    def send_event(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        payload = SendEventSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        return deliver(request, payload, run_id=run.id)

@@ -270,6 +270,7 @@ SPECTACULAR_SETTINGS = {
         "SideEffectStatusEnum": "durable.models.OPERATION_STATUS_CHOICES",
         "ApprovalStatusEnum": "approvals.models.APPROVAL_STATUS_CHOICES",
         "ApprovalPathEnum": "approvals.models.PATH_CHOICES",
+        "WaitKindEnum": "durable.api.filters.WAIT_KINDS",  # a run's waiting_for.kind, and the runs list's filter
     },
 }
 

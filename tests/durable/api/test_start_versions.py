@@ -1,11 +1,10 @@
 """New runs start on a workflow's current version (DESIGN invariant 12): the attack that skipped an approval."""
 import pytest
-from rest_framework.test import APIClient
 
 from durable.errors import Forbidden, InvalidInput
 from durable import services
 from durable.models import Run
-from tests.conftest import make_user
+from tests.conftest import client_for, make_user
 from tests.audit import operator_actions
 from tests.endpoints import assert_one_refusal_logged, security_log_mark
 
@@ -14,12 +13,6 @@ pytestmark = pytest.mark.django_db
 RUNS = "/api/runs/"
 CLAIM = {"workflow": "claims-agent", "business_key": "ORD-1002",
          "input": {"order_id": "ORD-1002", "customer_message": "please refund ORD-1002"}}
-
-
-def client_for(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 @pytest.fixture
