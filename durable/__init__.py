@@ -40,7 +40,7 @@ _PUBLIC = {
     "classify": "durable.engine.errors",
     "register": "durable.registry",
     "register_downstream": "durable.downstream",
-    "send_event": "durable.events",
+    "send_event": "durable.sending",
     "Workflow": "durable.workflow",
 }
 
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from durable.engine.untrusted import bound_to_run as bound_to_run
     from durable.engine.waits import ChildRun as ChildRun
     from durable.engine.waits import Event as Event
-    from durable.events import send_event as send_event
+    from durable.sending import send_event as send_event
     from durable.registry import register as register
     from durable.workflow import Migration as Migration
     from durable.workflow import Workflow as Workflow

@@ -113,6 +113,12 @@ def start_child(ctx: StepContext, workflow: str, input: dict[str, Any], business
     key = child_start_key(str(ctx.run_id), ctx.visit, workflow, business_key)
     child, _ = start_run(workflow=workflow, input=input, business_key=business_key, idempotency_key=key,
                          source="parent", parent_run_id=ctx.run_id)
+    if child.parent_run_id != ctx.run_id:  # the workflow's one active run for the key, another run's (or none's)
+        raise NonRetryableError(
+            f"{workflow} already has an active run for business key {business_key!r} ({child.id}), not started "
+            "by this run: give the child a business key of its own (the parent's and what the child does, e.g. "
+            f"'ORD-1:fraud-check'), or let {workflow} run several per key (on_active_business_key)",
+            kind="child_key_taken")
     started = ChildRun(str(child.id), workflow, business_key)
     ctx._store.record_child(ctx._lease, ctx.step, index, START_CHILD,
                             {"run_id": started.run_id, "workflow": workflow, "business_key": business_key})

@@ -26,8 +26,11 @@ class FraudCheckState(FraudCheckInput):
     reason: str = ""
 
 
-fraud_check = register(Workflow(name="fraud-check", version=1, state=FraudCheckState, input=FraudCheckInput,
-                                retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10)))
+fraud_check = register(Workflow(
+    name="fraud-check", version=1, state=FraudCheckState, input=FraudCheckInput,
+    # No model: its releases are its own rules' (docs/workflows.md#releases).
+    tool_catalog_version="fraud-tools-1", prompt_release="none", model_policy_version="fraud-rules-1",
+    retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10)))
 
 
 @fraud_check.step

@@ -359,3 +359,14 @@ def test_a_child_run_is_created_by_whoever_created_its_parent_so_it_stays_in_the
                                 business_key="P-1", user=tool)
     advance(run)
     assert Run.objects.get(parent_run=run).created_by == tool
+
+
+def test_a_child_key_another_parents_child_holds_is_refused_not_shared(tmp_path):
+    """test-child allows one active run per business key: a second parent asking for the same key does not get
+    (and could not cancel) the first parent's child; the step fails, naming the key and the way out."""
+    first = advance(start("test-parent", tmp_path, key="P-1", child_waits=True))
+    second = advance(start("test-parent", tmp_path, key="P-2", child_waits=True))
+    assert first.status == RunStatus.WAITING
+    assert second.status == RunStatus.FAILED and second.error["kind"] == "child_key_taken"
+    assert "business key of its own" in second.error["message"]
+    assert Run.objects.filter(workflow_name="test-child").count() == 1
