@@ -19,7 +19,8 @@ import tests.durable.workflows  # noqa: F401
 from durable.tools.processes import WorkerProcess
 from durable.tools.sandbox import SandboxServer
 
-TEST_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent", "tests.durable.workflows",
+TEST_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent",
+                         "durable.tools.demo.support_agent_pydantic_ai", "tests.durable.workflows",
                          "tests.durable.version_workflows", "tests.durable.visit_workflows",
                          "tests.durable.agents.agent_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))

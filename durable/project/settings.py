@@ -1,6 +1,7 @@
 """Settings for durable's standalone project. Everything a deployment changes comes from the environment."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -307,6 +308,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # this project sets only what it changes, and takes any of them from an environment variable
 # of the same name (DURABLE_LEASE_SECONDS=120). DURABLE_QUEUE names the Celery queue above.
 DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent"]
+if importlib.util.find_spec("pydantic_ai") is not None:  # the support agent's Pydantic AI twin: durable[pydantic-ai]
+    DURABLE_WORKFLOW_MODULES.append("durable.tools.demo.support_agent_pydantic_ai")
 
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:
