@@ -30,10 +30,11 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from durable.agents.pydantic_ai import records, releases
 from durable.agents.pydantic_ai.bridge import Ask, Session, agent_loop
 from durable.agents.pydantic_ai.errors import durable_error
-from durable.agents.pydantic_ai.records import Operation
+from durable.agents.pydantic_ai.records import (MODEL_ACTIVITY, Operation, model_call, operation_of, response_of,
+                                                tool_activity, tool_answer, tool_outcome)
+from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_retries, tool_catalog_version
 from durable.downstream import Downstream
 from durable.engine.errors import NonRetryableError, OperationConflict
 
@@ -96,9 +97,9 @@ class DurableAgent(Generic[DepsT, OutputT]):
         self.name = name or agent.name or "agent"
         self.side_effects = dict(side_effects or {})
         self.approvals = dict(approvals or {})
-        releases.refuse_client_retries(agent.model)
-        self.prompt_release = releases.prompt_release(self.name, agent)
-        self.tool_catalog_version = releases.tool_catalog_version(self.name, agent, self.side_effects, self.approvals)
+        refuse_client_retries(agent.model)
+        self.prompt_release = prompt_release(self.name, agent)
+        self.tool_catalog_version = tool_catalog_version(self.name, agent, self.side_effects, self.approvals)
 
     def run(self, ctx: Any, user_prompt: str | Sequence[Any] | None = None, *, deps: Any = None,
             message_history: Sequence[ModelMessage] | None = None, **options: Any) -> AgentRunResult[OutputT]:
@@ -163,26 +164,26 @@ class _Visit:
 
     def _model_request(self, ask: Ask) -> None:
         model, messages, settings, parameters = ask.payload
-        record = self.ctx.activity(records.MODEL_ACTIVITY, self._request, model, messages, settings, parameters)
-        response = records.response_of(record)
+        record = self.ctx.activity(MODEL_ACTIVITY, self._request, model, messages, settings, parameters)
+        response = response_of(record)
         self.asked_order = [part.tool_call_id for part in response.parts if isinstance(part, ToolCallPart)]
         ask.give(response)
 
     def _request(self, model: Model, messages: list[ModelMessage], settings: ModelSettings | None,
                  parameters: ModelRequestParameters) -> dict[str, Any]:
         response = self.loop.call(lambda: model.request(messages, settings, parameters))
-        return records.model_call(messages, response)
+        return model_call(messages, response)
 
     # -- tool calls ----------------------------------------------------------------------------------------------
 
     def _tool_calls(self, asks: list[Ask]) -> None:
         """The calls the model asked for together: their bodies at once, then the side effects they describe."""
-        outcomes = self._together([(records.tool_activity(ask.payload[1]), self._body(ask)) for ask in asks])
+        outcomes = self._together([(tool_activity(ask.payload[1]), self._body(ask)) for ask in asks])
         effects: list[tuple[Ask, SideEffectTool, Operation]] = []
         for ask, outcome in zip(asks, outcomes):
             name = ask.payload[1]
             declared = self.agent.side_effects.get(name)
-            operation = records.operation_of(outcome)
+            operation = operation_of(outcome)
             if declared is not None and operation is not None:
                 effects.append((ask, declared, operation))
             elif declared is None and operation is not None:
@@ -200,7 +201,7 @@ class _Visit:
 
     def _body(self, ask: Ask) -> Callable[[], dict[str, Any]]:
         toolset, name, args, run_ctx, tool = ask.payload
-        return lambda: self.loop.call(lambda: records.tool_outcome(toolset.call_tool(name, args, run_ctx, tool)))
+        return lambda: self.loop.call(lambda: tool_outcome(toolset.call_tool(name, args, run_ctx, tool)))
 
     def _together(self, calls: list[tuple[str, Callable[[], dict[str, Any]]]]) -> list[dict[str, Any]]:
         """Activities made at once (`ctx.parallel`), one alone as a plain activity; results in the order given."""
@@ -233,7 +234,7 @@ class _Visit:
     @staticmethod
     def _answer(ask: Ask, outcome: dict[str, Any]) -> None:
         try:
-            value = records.tool_answer(outcome)
+            value = tool_answer(outcome)
         except (ModelRetry, ToolFailed) as answered:  # the tool answered the model with it: the model's to read
             ask.refuse(answered)
         else:
