@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 from pydantic_ai import Agent, RunContext, ToolFailed
@@ -100,12 +100,16 @@ agent: Agent[SupportDeps, str] = Agent(FunctionModel(chat, model_name="demo-supp
                                        deps_type=SupportDeps, system_prompt=SYSTEM_PROMPT)
 
 
-def the_runs_order(ctx: RunContext[SupportDeps], order_id: str, **_: Any) -> None:
+def the_runs_order(ctx: RunContext[SupportDeps], order_id: str) -> None:
     """An order the model names must be the run's own (invariant 13): refused before the tool runs, and told."""
     try:
         bound_to_run(order_id, expected=ctx.deps.order_id, what="order", source="the model")
     except UntrustedOutputRefused as refused:
         raise ToolFailed(str(refused)) from None
+
+
+def a_refund_of_the_runs_order(ctx: RunContext[SupportDeps], order_id: str, reason: str) -> None:
+    the_runs_order(ctx, order_id)  # checked before anyone is asked to approve it
 
 
 @agent.tool(args_validator=the_runs_order)
@@ -128,7 +132,7 @@ def past_tickets(ctx: RunContext[SupportDeps], order_id: str) -> dict[str, Any]:
     return downstreams.customer_tickets(order_id)
 
 
-@agent.tool(requires_approval=True, args_validator=the_runs_order)
+@agent.tool(requires_approval=True, args_validator=a_refund_of_the_runs_order)
 def propose_refund(ctx: RunContext[SupportDeps], order_id: str, reason: str) -> Operation:
     """Refund what is left of the order. A human approves it before any money moves.
 
@@ -200,7 +204,8 @@ def outcome(state: SupportConversation) -> dict[str, Any]:
     calls = [part for m in messages if isinstance(m, ModelResponse) for part in m.parts if isinstance(part, ToolCallPart)]
     returns = [part for m in messages if isinstance(m, ModelRequest) for part in m.parts
                if isinstance(part, ToolReturnPart)]
-    done = [part.content for part in returns if part.outcome == "success" and isinstance(part.content, dict)]
+    done = [cast(dict[str, Any], part.content) for part in returns
+            if part.outcome == "success" and isinstance(part.content, dict)]
     return {
         "answer": state.answer,
         "tools_called": [call.tool_name for call in calls],

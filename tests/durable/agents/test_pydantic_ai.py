@@ -62,6 +62,14 @@ def effects(sandbox, service: str) -> int:
     return sandbox.state.calls_snapshot()[service]["effects"]
 
 
+def crashed_then_resumed(run: Run) -> Run:
+    """Advance a run whose worker 'dies' (a crash armed by the test), then again once its lease ran out."""
+    with pytest.raises(SimulatedCrash):
+        advance(run)
+    expire_lease(run)
+    return advance(run)
+
+
 # -- model requests and tool calls ---------------------------------------------------------------------------------
 
 def test_each_model_request_and_tool_call_is_an_activity_and_tools_asked_together_run_at_once(model_calls, sandbox):
@@ -112,11 +120,7 @@ def test_a_visit_re_executed_after_a_crash_asks_the_model_nothing_it_answered(mo
 
 def test_a_tool_that_asks_the_model_to_retry_answers_the_same_on_replay(model_calls, sandbox, monkeypatch):
     crash_before_checkpoint(monkeypatch, 0)
-    run = start("retry-then-answer")
-    with pytest.raises(SimulatedCrash):
-        advance(run)
-    expire_lease(run)
-    run = advance(run)
+    run = crashed_then_resumed(start("retry-then-answer"))
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert recorded(run, "tool.picky") == [{"retry": "ask again with n=2"}, {"return": "fine"}]
     assert model_calls() == 3
@@ -138,11 +142,7 @@ def test_a_side_effect_tool_describes_the_operation_and_the_ledger_performs_it_o
 @pytest.mark.parametrize("point", FAULT_POINTS)
 def test_a_side_effect_tool_crashed_at_any_fault_point_is_performed_once(model_calls, sandbox, monkeypatch, point):
     crash_at(monkeypatch, point, "refund")
-    run = start("refund")
-    with pytest.raises(SimulatedCrash):
-        advance(run)
-    expire_lease(run)
-    run = advance(run)
+    run = crashed_then_resumed(start("refund"))
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert effects(sandbox, "payments") == 1 and len(sandbox.state.list_refunds()) == 1
     assert SideEffect.objects.get(run=run).status == Op.SUCCEEDED
@@ -153,11 +153,7 @@ def test_a_side_effect_tool_crashed_at_any_fault_point_is_performed_once(model_c
 def test_a_side_effect_a_blind_downstream_may_have_done_waits_for_an_operator_as_unknown(model_calls, sandbox,
                                                                                       monkeypatch, point):
     crash_at(monkeypatch, point, "notify")
-    run = start("notify-twice")
-    with pytest.raises(SimulatedCrash):
-        advance(run)
-    expire_lease(run)
-    run = advance(run)
+    run = crashed_then_resumed(start("notify-twice"))
     assert run.status == RunStatus.NEEDS_ATTENTION, run.error
     assert SideEffect.objects.get(run=run).status == Op.UNKNOWN  # never "failed": an operator says what happened
     assert effects(sandbox, "notifications") == (1 if point == AFTER_DOWNSTREAM else 0)
