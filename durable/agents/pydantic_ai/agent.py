@@ -163,15 +163,14 @@ class _Visit:
     # -- model requests ------------------------------------------------------------------------------------------
 
     def _model_request(self, ask: Ask) -> None:
-        model, messages, settings, parameters = ask.payload
-        record = self.ctx.activity(MODEL_ACTIVITY, self._request, model, messages, settings, parameters)
+        record = self.ctx.activity(MODEL_ACTIVITY, self._request, ask)
         response = response_of(record)
         self.asked_order = [part.tool_call_id for part in response.parts if isinstance(part, ToolCallPart)]
         ask.give(response)
 
-    def _request(self, model: Model, messages: list[ModelMessage], settings: ModelSettings | None,
-                 parameters: ModelRequestParameters) -> dict[str, Any]:
-        response = self.loop.call(lambda: model.request(messages, settings, parameters))
+    def _request(self, ask: Ask) -> dict[str, Any]:
+        model, messages, settings, parameters = ask.payload
+        response: ModelResponse = self.loop.call(lambda: model.request(messages, settings, parameters), ask.context())
         return model_call(messages, response)
 
     # -- tool calls ----------------------------------------------------------------------------------------------
@@ -201,7 +200,8 @@ class _Visit:
 
     def _body(self, ask: Ask) -> Callable[[], dict[str, Any]]:
         toolset, name, args, run_ctx, tool = ask.payload
-        return lambda: self.loop.call(lambda: tool_outcome(toolset.call_tool(name, args, run_ctx, tool)))
+        return lambda: self.loop.call(lambda: tool_outcome(toolset.call_tool(name, args, run_ctx, tool)),
+                                      ask.context())
 
     def _together(self, calls: list[tuple[str, Callable[[], dict[str, Any]]]]) -> list[dict[str, Any]]:
         """Activities made at once (`ctx.parallel`), one alone as a plain activity; results in the order given."""

@@ -51,9 +51,20 @@ class AgentLoop:
         self.loop.call_soon_threadsafe(running.begin, coro, context)
         return running
 
-    def call(self, make: Callable[[], Awaitable[T]]) -> T:
-        """Await `make()` on the loop and return what it gave, blocking the calling thread (never the loop's)."""
-        return asyncio.run_coroutine_threadsafe(_awaited(make), self.loop).result()
+    def call(self, make: Callable[[], Awaitable[T]], context: contextvars.Context | None = None) -> T:
+        """Await `make()` on the loop and return what it gave, blocking the calling thread (never the loop's).
+
+        `context`: the context variables it runs with, those of the agent's task that asked for it (its run, its
+        trace), so that a model request or a tool body runs as if the agent had made it itself.
+        """
+        outcome: Future[T] = Future()
+
+        def begin() -> None:
+            task = self.loop.create_task(_awaited(make), context=context)
+            task.add_done_callback(lambda done: _pass_on(done, outcome))
+
+        self.loop.call_soon_threadsafe(begin)
+        return outcome.result()
 
     def settle(self) -> None:
         """Let every task that is ready run until it waits: what they ask for is queued once this returns."""
@@ -62,6 +73,15 @@ class AgentLoop:
 
 async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
+
+
+def _pass_on(task: asyncio.Task[T], outcome: Future[T]) -> None:
+    if task.cancelled():
+        outcome.cancel()
+    elif (error := task.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(task.result())
 
 
 async def _turns() -> None:
@@ -120,6 +140,11 @@ class Ask:
     answer: asyncio.Future[Any]
     tool_call_id: str | None = None  # a tool call's, to keep a group in the order the model asked
     loop: asyncio.AbstractEventLoop = field(repr=False, default_factory=asyncio.get_running_loop)
+    asked_in: contextvars.Context = field(repr=False, default_factory=contextvars.copy_context)
+
+    def context(self) -> contextvars.Context:
+        """A copy of the asking task's context variables, for a call made on its behalf."""
+        return self.asked_in.copy()
 
     def give(self, value: Any) -> None:
         self.loop.call_soon_threadsafe(_settle, self.answer, value, None)
