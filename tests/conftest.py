@@ -10,7 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
-import tests.durable.agents.agent_workflows  # noqa: F401  registers the test workflows in this process
+import durable.tools.demo.support_agent_pydantic_ai  # noqa: F401  registers the test workflows in this process
+import tests.durable.agents.agent_workflows  # noqa: F401
 import tests.durable.deploys.v1  # noqa: F401
 import tests.durable.deploys.v2  # noqa: F401
 import tests.durable.version_workflows  # noqa: F401
@@ -19,10 +20,11 @@ import tests.durable.workflows  # noqa: F401
 from durable.tools.processes import WorkerProcess
 from durable.tools.sandbox import SandboxServer
 
-TEST_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent",
-                         "durable.tools.demo.support_agent_pydantic_ai", "tests.durable.workflows",
-                         "tests.durable.version_workflows", "tests.durable.visit_workflows",
-                         "tests.durable.agents.agent_workflows"]
+TEST_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent", "tests.durable.workflows",
+                         "tests.durable.version_workflows", "tests.durable.visit_workflows"]
+# Workflows that run Pydantic AI agents: registered in this process, and in the workers of the tests that ask for
+# them (`agent_workers`) rather than in every worker: importing Pydantic AI adds seconds to a process's start.
+AGENT_WORKFLOW_MODULES = ["durable.tools.demo.support_agent_pydantic_ai", "tests.durable.agents.agent_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
 # The test client, the live server and schemathesis's WSGI app (built as test modules are collected) speak
 # plain HTTP; production redirects it to HTTPS.
@@ -130,6 +132,12 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
         worker.start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture
+def agent_workers(settings):
+    """The workers this test starts also load the workflows that run Pydantic AI agents."""
+    settings.DURABLE_WORKFLOW_MODULES = [*TEST_WORKFLOW_MODULES, *AGENT_WORKFLOW_MODULES]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from tests.durable.agents import agent_workflows as aw
 from tests.durable.workflows import calls_in
 from tests.waiting import status_of, wait_for
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("agent_workers")]
 
 FAST_LEASE = {"DURABLE_LEASE_SECONDS": "2", "DURABLE_SWEEP_SECONDS": "1", "DURABLE_PENDING_GRACE_SECONDS": "1",
               "DURABLE_HTTP_TIMEOUT_SECONDS": "1"}

@@ -7,6 +7,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from durable import services
+from durable.console.timeline import run_timeline
 from durable.agents.pydantic_ai import MODEL_ACTIVITY
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
@@ -62,6 +63,9 @@ def test_a_refund_waits_for_approval_inside_the_agent_run_then_refunds_and_email
     assert request.approval_object == {"action": "refund", "target": "ORD-1004", "amount": "89.90",
                                        "currency": "EUR"}
     assert len(model_calls) == 2 and effects(sandbox, "payments") == 0
+    assert [entry.summary for entry in run_timeline(run)][1:] == [  # what the run's page shows (docs/agents.md)
+        "activity llm.request #0 recorded", "parallel: tool.lookup_order #1, tool.past_tickets #2 started together",
+        "activity llm.request #3 recorded", "approval asked"]
 
     decide(request, ann)
     run = advance(run)
@@ -176,7 +180,7 @@ def test_an_unavailable_model_is_retried_by_durable_not_by_the_sdk(sandbox, sett
 
 @pytest.mark.worker
 def test_a_worker_killed_after_the_refund_leaves_one_refund_and_asks_nothing_answered_again(
-        sandbox, own_queue, worker_log_dir, ann):
+        sandbox, own_queue, agent_workers, worker_log_dir, ann):
     model = {"DURABLE_LLM_BASE_URL": sandbox.url + "/v1", "DURABLE_LLM_MODEL": "sandbox-model", **FAST_LEASE}
 
     def llm_calls() -> int:
