@@ -10,9 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
-import durable.tools.demo.support_agent_pydantic_ai  # noqa: F401  registers the test workflows in this process
-import tests.durable.agents.agent_workflows  # noqa: F401
-import tests.durable.deploys.v1  # noqa: F401
+import tests.durable.deploys.v1  # noqa: F401  registers the test workflows in this process
 import tests.durable.deploys.v2  # noqa: F401
 import tests.durable.version_workflows  # noqa: F401
 import tests.durable.visit_workflows  # noqa: F401
@@ -22,9 +20,6 @@ from durable.tools.sandbox import SandboxServer
 
 TEST_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent", "tests.durable.workflows",
                          "tests.durable.version_workflows", "tests.durable.visit_workflows"]
-# Workflows that run Pydantic AI agents: registered in this process, and in the workers of the tests that ask for
-# them (`agent_workers`) rather than in every worker: importing Pydantic AI adds seconds to a process's start.
-AGENT_WORKFLOW_MODULES = ["durable.tools.demo.support_agent_pydantic_ai", "tests.durable.agents.agent_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
 # The test client, the live server and schemathesis's WSGI app (built as test modules are collected) speak
 # plain HTTP; production redirects it to HTTPS.
@@ -132,6 +127,12 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
         worker.start()
     yield worker
     worker.stop()
+
+
+# Workflows that run Pydantic AI agents: registered in this process by the test modules that import them, and in the
+# workers of the tests that ask for them (`agent_workers`) rather than in every worker: importing Pydantic AI adds
+# seconds to a process's start.
+AGENT_WORKFLOW_MODULES = ["durable.tools.demo.support_agent_pydantic_ai", "tests.durable.agents.agent_workflows"]
 
 
 @pytest.fixture

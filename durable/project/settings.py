@@ -308,7 +308,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # this project sets only what it changes, and takes any of them from an environment variable
 # of the same name (DURABLE_LEASE_SECONDS=120). DURABLE_QUEUE names the Celery queue above.
 DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent"]
-if importlib.util.find_spec("pydantic_ai") is not None:  # the support agent's Pydantic AI twin: durable[pydantic-ai]
+
+
+# The support agent's Pydantic AI twin, where Pydantic AI is installed (durable[pydantic-ai], which [demo] includes).
+if importlib.util.find_spec("pydantic_ai") is not None:
     DURABLE_WORKFLOW_MODULES.append("durable.tools.demo.support_agent_pydantic_ai")
 
 
