@@ -136,6 +136,18 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
     worker.stop()
 
 
+# Workflows that run Pydantic AI agents: registered in this process by the test modules that import them, and in the
+# workers of the tests that ask for them (`agent_workers`) rather than in every worker: importing Pydantic AI adds
+# seconds to a process's start.
+AGENT_WORKFLOW_MODULES = ["durable.tools.demo.support_agent_pydantic_ai", "tests.durable.agents.agent_workflows"]
+
+
+@pytest.fixture
+def agent_workers(settings):
+    """The workers this test starts also load the workflows that run Pydantic AI agents."""
+    settings.DURABLE_WORKFLOW_MODULES = [*TEST_WORKFLOW_MODULES, *AGENT_WORKFLOW_MODULES]
+
+
 @pytest.fixture
 def own_queue(settings):
     """A queue of this test's own, so only the workers this test starts take its runs."""

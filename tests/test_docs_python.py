@@ -29,6 +29,10 @@ HOST_WIRING = {
 }
 
 
+# The modules of the optional extras (docs/embedding.md#extras): a workflow module imports what each exports.
+EXTRAS = ("durable.agents.pydantic_ai",)
+
+
 def imports(block: Block) -> list[tuple[str, str]]:
     """(module, name) for every `from durable... import name` in the block."""
     found = []
@@ -61,6 +65,8 @@ def test_every_name_a_page_imports_is_public(where, module, name):
         assert name in durable.__all__, f"{where}: {name} is not in durable.__all__"
     elif name in durable.__all__:
         pytest.fail(f"{where}: import {name} from durable, not from {module}")
+    elif module in EXTRAS:
+        assert name in imported.__all__, f"{where}: {module} does not export {name}"
     else:
         assert name in HOST_WIRING.get(module, ()), (
             f"{where}: `from {module} import {name}` is not public: export it from durable (durable/__init__.py) "

@@ -1,6 +1,7 @@
 """Settings for durable's standalone project. Everything a deployment changes comes from the environment."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -311,6 +312,11 @@ DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.de
 if DURABLE_EMBEDDED_DEMO:  # the support agent's waits, short enough to watch: a reply within 10 minutes, then
     DURABLE_DEMO_REPLY_SECONDS = 600.0  # it gives up; its follow-up email a minute after the refund
     DURABLE_DEMO_FOLLOW_UP_SECONDS = 60.0
+
+
+# The support agent's Pydantic AI twin, where Pydantic AI is installed (durable[pydantic-ai], which [demo] includes).
+if importlib.util.find_spec("pydantic_ai") is not None:
+    DURABLE_WORKFLOW_MODULES.append("durable.tools.demo.support_agent_pydantic_ai")
 
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:

@@ -1,0 +1,209 @@
+"""The support agent's Pydantic AI twin, advanced in this process (and once on real workers) against the sandbox.
+
+The same scenarios as support-agent's (tests/durable/tools/demo/test_support_agent.py), chosen by the customer's
+message, with the same scripted model: the loop is Pydantic AI's, run by DurableAgent in one step.
+"""
+import pytest
+
+from approvals.models import ApprovalRequest
+from durable import services
+from durable.console.timeline import run_timeline
+from durable.agents.pydantic_ai import MODEL_ACTIVITY
+from durable.engine.states import RunStatus
+from durable.models import JournalEntry, Run, SideEffect
+from durable.tools.demo import support_agent_pydantic_ai as twin
+from durable.tools.demo.support_model import assistant, tool_call
+from durable.tools.processes import WorkerProcess
+from tests.approvals.flow import decide
+from tests.durable.claims import advance, make_retry_due
+from tests.durable.ledger_workflows import SimulatedCrash, expire_lease
+from tests.durable.tools.demo.test_support_agent import (  # noqa: F401  (ann, model_calls: fixtures)
+    FAST_LEASE, INJECTION, QUESTION, REFUND, Script, ann, effects, model_calls)
+from tests.waiting import status_of, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start(message: str, order_id: str = "ORD-1004") -> Run:
+    run, _ = services.start_run(workflow=twin.NAME, business_key=order_id,
+                                input={"order_id": order_id, "customer_message": message})
+    return run
+
+
+def activities(run: Run) -> list[tuple[int, str]]:
+    rows = JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
+    return list(rows.values_list("call_index", "name"))
+
+
+def test_the_twin_is_pinned_to_its_agents_prompt_and_tools():
+    workflow = twin.support_agent_pydantic_ai
+    assert (workflow.prompt_release, workflow.tool_catalog_version) == (twin.support.prompt_release,
+                                                                       twin.support.tool_catalog_version)
+    assert workflow.prompt_release.startswith("support-prompt-") and "prompt_release" in workflow.pinned
+
+
+def test_a_question_looks_up_the_order_and_the_tickets_at_once_then_answers(model_calls, sandbox):
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert activities(run) == [(0, MODEL_ACTIVITY), (1, "tool.lookup_order"), (2, "tool.past_tickets"),
+                               (3, MODEL_ACTIVITY)]
+    group = JournalEntry.objects.get(run=run, kind=JournalEntry.Kind.PARALLEL)
+    assert [call["name"] for call in group.detail["calls"]] == ["tool.lookup_order", "tool.past_tickets"]
+    assert run.output["answer"] == ("Your order ORD-1004 (89.90 EUR) is shipped. "
+                                    "You have 0 earlier support ticket(s) with us.")
+    assert run.output["tools_called"] == ["lookup_order", "past_tickets"]
+    assert len(model_calls) == 2 and not SideEffect.objects.filter(run=run).exists()
+
+
+def test_a_refund_waits_for_approval_inside_the_agent_run_then_refunds_and_emails_once(model_calls, sandbox, ann):
+    run = advance(start(REFUND))
+    assert run.status == RunStatus.WAITING_APPROVAL, run.error
+    request = ApprovalRequest.objects.get(run=run, status="PENDING")
+    assert (request.step, request.visit, request.position) == ("converse", 0, 1)
+    assert request.approval_object == {"action": "refund", "target": "ORD-1004", "amount": "89.90",
+                                       "currency": "EUR"}
+    assert len(model_calls) == 2 and effects(sandbox, "payments") == 0
+    assert [entry.summary for entry in run_timeline(run)][1:] == [  # what the run's page shows (docs/agents.md)
+        "activity llm.request #0 recorded", "parallel: tool.lookup_order #1, tool.past_tickets #2 started together",
+        "activity llm.request #3 recorded", "approval asked"]
+
+    decide(request, ann)
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert len(model_calls) == 4  # the wake replayed the two requests it had, then asked two more
+    assert [(r["order_id"], r["amount"]) for r in sandbox.state.list_refunds()] == [("ORD-1004", "89.90")]
+    assert effects(sandbox, "payments") == 1 and effects(sandbox, "notifications") == 1
+    assert set(run.side_effects.values_list("action_name", "status")) == {("refund", "SUCCEEDED"),
+                                                                         ("email", "SUCCEEDED")}
+    [email] = sandbox.state.snapshot()["notifications"]
+    assert email["to"] == "Barbara Liskov" and "We refunded 89.90 EUR" in email["message"]
+    assert run.output["refund_id"] == "re_1" and run.output["email_ids"] == [email["notification_id"]]
+    assert run.output["tools_called"] == ["lookup_order", "past_tickets", "propose_refund", "send_email"]
+    assert run.output["answer"].startswith("I refunded 89.90 EUR for order ORD-1004")
+
+
+def test_a_rejected_refund_is_the_tools_answer_and_the_model_tells_the_customer(model_calls, sandbox, ann):
+    run = advance(start(REFUND))
+    decide(ApprovalRequest.objects.get(run=run, status="PENDING"), ann, "reject", reason="damage not shown")
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert run.output["answer"].startswith("I could not refund order ORD-1004: a human rejected this call")
+    assert effects(sandbox, "payments") == 0 and effects(sandbox, "notifications") == 0
+
+
+def test_a_prompt_injection_naming_another_order_is_refused_before_anyone_is_asked(model_calls, sandbox):
+    run = advance(start(INJECTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    [refusal] = run.output["refused"]
+    assert "'ORD-1002'" in refusal and "'ORD-1004'" in refusal and refusal.startswith("the model proposed order")
+    assert run.output["answer"].startswith("I could not refund order ORD-1004")
+    assert not ApprovalRequest.objects.filter(run=run).exists()  # nobody was asked to refund ORD-1002
+    assert sandbox.state.list_refunds() == []
+    assert "ORD-1002" not in sandbox.state.calls_snapshot()["orders"]["calls_by_business_key"]
+
+
+def crash_before_the_end(monkeypatch) -> None:
+    """Make the worker 'die' once as the run's one step writes its end: what the agent recorded is kept."""
+    from durable.store import base, postgres
+
+    fired: list[bool] = []
+
+    def crashing(original):
+        def finish(self, *args):
+            if not fired:
+                fired.append(True)
+                raise SimulatedCrash("worker killed before the run's end was written")
+            return original(self, *args)
+        return finish
+
+    monkeypatch.setattr(base.RunStore, "finish", crashing(base.RunStore.finish))
+    monkeypatch.setattr(postgres.PostgresRunStore, "finish", crashing(postgres.PostgresRunStore.finish))
+
+
+def test_a_visit_re_executed_after_a_crash_does_not_ask_the_model_again(model_calls, sandbox, monkeypatch):
+    run = start(QUESTION)
+    crash_before_the_end(monkeypatch)
+    with pytest.raises(SimulatedCrash):
+        advance(run)
+    assert len(model_calls) == 2
+    expire_lease(run)
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert len(model_calls) == 2 and sandbox.state.calls_snapshot()["orders"]["calls"] == 1
+
+
+def test_a_model_that_never_stops_asking_for_tools_is_stopped_by_the_agents_request_limit(sandbox, monkeypatch):
+    monkeypatch.setattr(twin, "support_model", lambda: Script(
+        assistant(calls=[tool_call("lookup_order", {"order_id": "ORD-1004"}, 1)])))
+    run = advance(start(QUESTION))
+    assert (run.status, run.error["kind"], run.error["retryable"]) == (RunStatus.FAILED, "usage_limit_exceeded", False)
+    assert sandbox.state.calls_snapshot()["orders"]["calls"] == twin.REQUEST_LIMIT
+
+
+def test_an_email_asked_again_with_another_text_is_not_sent_and_the_model_is_told(sandbox, monkeypatch):
+    email, other_text = {"subject": "Your order", "body": "On its way."}, {"subject": "Your order", "body": "Soon!"}
+    monkeypatch.setattr(twin, "support_model", lambda: Script(
+        assistant(calls=[tool_call("send_email", email, 1)]),
+        assistant(calls=[tool_call("send_email", email, 2), {**tool_call("send_email", other_text, 2), "id": "again"}]),
+        assistant("All done.")))
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert effects(sandbox, "notifications") == 1 and run.output["email_ids"] == ["ntf-1"]
+    conversation = [part for message in run.checkpoints.get(seq=1).state["messages"] for part in message["parts"]]
+    answers = [part for part in conversation if part["part_kind"] == "tool-return"]
+    assert answers[1]["content"]["notification_id"] == answers[0]["content"]["notification_id"]  # the one sent
+    assert answers[2]["outcome"] == "failed" and "not done again" in answers[2]["content"]
+
+
+def test_the_agent_can_use_an_openai_compatible_endpoint_with_tools(sandbox, settings):
+    settings.DURABLE_LLM_BASE_URL = sandbox.url + "/v1"
+    settings.DURABLE_LLM_API_KEY = ""
+    settings.DURABLE_LLM_MODEL = "sandbox-model"
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert run.output["tools_called"] == ["lookup_order", "past_tickets"]
+    assert run.output["answer"].startswith("Your order ORD-1004 (89.90 EUR) is shipped")
+    assert sandbox.state.calls_snapshot()["llm"]["calls_by_business_key"] == {"ORD-1004": 2}
+
+
+def test_an_unavailable_model_is_retried_by_durable_not_by_the_sdk(sandbox, settings):
+    settings.DURABLE_LLM_BASE_URL = sandbox.url + "/v1"
+    settings.DURABLE_LLM_MODEL = "sandbox-model"
+    sandbox.state.arm_fault("llm", "503")
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.WAITING_RETRY, run.error
+    assert (run.error["kind"], run.error["step"]) == ("transient_http", "converse")
+    assert sandbox.state.calls_snapshot()["llm"]["calls"] == 1  # the SDK's own retries are off
+    make_retry_due(run)
+    assert advance(run).status == RunStatus.SUCCEEDED
+
+
+@pytest.mark.worker
+def test_a_worker_killed_after_the_refund_leaves_one_refund_and_asks_nothing_answered_again(
+        sandbox, own_queue, agent_workers, worker_log_dir, ann):
+    model = {"DURABLE_LLM_BASE_URL": sandbox.url + "/v1", "DURABLE_LLM_MODEL": "sandbox-model", **FAST_LEASE}
+
+    def llm_calls() -> int:
+        return sandbox.state.calls_snapshot()["llm"]["calls"]
+
+    doomed = WorkerProcess(env=model, log_path=worker_log_dir / "twin-doomed.log", name="twin-doomed").start()
+    try:
+        run = start(REFUND)
+        wait_for(lambda: status_of(run.id) == RunStatus.WAITING_APPROVAL, what="the agent to ask for the refund")
+        assert llm_calls() == 2
+        sandbox.state.arm_fault("llm", "slow")  # the request after the refund answers only after the worker is gone
+        decide(ApprovalRequest.objects.get(run=run, status="PENDING"), ann)
+        wait_for(lambda: llm_calls() == 3, what="the refund, then the agent to ask its model again")
+        doomed.kill()
+    finally:
+        doomed.stop()
+    assert effects(sandbox, "payments") == 1
+
+    with WorkerProcess(env=model, beat=True, log_path=worker_log_dir / "twin-rescuer.log", name="twin-rescuer"):
+        wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what="the rescued run to answer", timeout=60)
+
+    run.refresh_from_db()
+    # The two requests answered before the approval were not asked again; the one cut short was; one more after it.
+    assert llm_calls() == 5
+    assert effects(sandbox, "payments") == 1 and effects(sandbox, "notifications") == 1
+    assert run.output["refund_id"] == "re_1" and run.output["answer"].startswith("I refunded 89.90 EUR")
