@@ -12,7 +12,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from durable.permissions import Caller
-from durable import fleet, metrics
+from durable import fleet, metrics, tracing
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.runtime import dispatch
@@ -57,6 +57,7 @@ def _refuse_unstorable_start(business_key: str, input: dict[str, Any], state: di
 START_OLDER_VERSION = "durable.start_older_version"
 
 
+@tracing.starts_run
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
               user: Caller | None = None, enqueue: bool = True, version: int | None = None,
               reason: str = "", source: str = "api", allow_older_version: bool = False) -> tuple[Run, bool]:
@@ -95,7 +96,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
                 one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
-                created_by=acting_user(user), enqueued_at=timezone.now(),
+                created_by=acting_user(user), enqueued_at=timezone.now(), **tracing.run_fields(),
             )
             _index_for_search(run, definition, data)
             Checkpoint.objects.create(

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from durable import metrics
+from durable import metrics, tracing
 from durable.runtime import side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
@@ -88,7 +88,8 @@ class StepContext:
         if recorded is not None:
             result = self._reused(name, recorded)
         else:
-            with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
+            # A slow model must not let a second worker ask again: the lease is kept while it answers.
+            with lease_kept(self._store, self._lease), tracing.activity(self, name, index):
                 answer = fn(*args, **kwargs)
             result = self._record(name, index, answer)
         return returns.model_validate(result) if returns is not None else result
@@ -126,6 +127,7 @@ class StepContext:
 
     def _reused(self, name: str, recorded: RecordedCall) -> Any:
         metrics.result_reused(self.workflow_name, self.workflow_version)
+        tracing.reused(self, name, recorded.call_index)
         log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
         if self._cursor.replayed_all:  # the step goes live from here: say once what it took from history
             self._store.record_reuse(self._lease, self.step, [
@@ -144,6 +146,7 @@ class StepContext:
         refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
         return result
 
+    @tracing.waits("approval")
     def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],
                          approve: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
                          revalidate: Callable[[dict[str, Any]], Any], expires_in: timedelta,
