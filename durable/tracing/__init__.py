@@ -180,7 +180,7 @@ def waits(kind: str) -> Callable[[F], F]:
     return decorate
 
 
-def waiting(kind: str, **attributes: str | int | float | bool) -> AbstractContextManager[None]:
+def waiting(kind: str, **attributes: str | int | float | bool) -> AbstractContextManager[object]:
     """Around a wait (approval, timer, event, child run): a `wait {kind}` span under the visit's.
 
     Its `durable.wait.outcome` is "waiting" when the block raises control flow that parks the run (an

@@ -6,7 +6,7 @@ one run, visit or operation is in attributes: durable.run_id, durable.visit, dur
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -239,7 +239,7 @@ class Spans:
     # -- Waits -----------------------------------------------------------------------------------------------
 
     @contextmanager
-    def waiting(self, kind: str, attributes: Attributes) -> Iterator[Wait]:
+    def waiting(self, kind: str, attributes: Mapping[str, AttributeValue]) -> Iterator[Wait]:
         with self._opened(f"wait {kind}", {"durable.wait.kind": kind, **attributes}) as span:
             try:
                 yield Wait(span)

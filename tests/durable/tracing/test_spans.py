@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 from celery.signals import before_task_publish
-from django.db import connection, connections
+from django.db import connection
 from opentelemetry.propagate import extract
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from approvals.models import ApprovalRequest
@@ -17,39 +14,14 @@ from durable import services, tracing
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.runtime import executor
+from durable.runtime.fault_points import AFTER_COMMIT
 from tests.approvals.flow import decide
 from tests.conftest import make_user
-from durable.runtime.fault_points import AFTER_COMMIT
+from tests.durable.claims import make_retry_due
 from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, probe
 from tests.durable.tracing.traced_workflow import MODEL
 
 pytestmark = pytest.mark.django_db(transaction=True)  # on Postgres the step's write goes in flight
-
-
-class Traces:
-    """Spans kept in memory, and a tracer of the same provider for what the test plays itself (a Celery worker)."""
-
-    def __init__(self):
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("tests")
-
-    def tree(self):
-        return Tree(self.exporter.get_finished_spans())
-
-
-@pytest.fixture
-def traces():
-    """Traces on in this process; off again after the test."""
-    traces = Traces()
-    connections.close_all()  # psycopg is instrumented when a connection opens: the next one is
-    tracing.setup(tracer_provider=traces.provider)
-    probe.reset()
-    yield traces
-    tracing.teardown()
-    connections.close_all()
-    probe.reset()
 
 
 @pytest.fixture
@@ -63,34 +35,6 @@ def published():
     before_task_publish.connect(keep, weak=False)  # after the instrumentation's receiver: its traceparent is in
     yield sent
     before_task_publish.disconnect(keep)
-
-
-class Tree:
-    """The finished spans, by id and by parent."""
-
-    def __init__(self, spans):
-        self.spans = list(spans)
-        self.by_id = {span.context.span_id: span for span in self.spans}
-
-    def named(self, name, **attributes):
-        return [span for span in self.spans if span.name == name
-                and all(span.attributes.get(key) == value for key, value in attributes.items())]
-
-    def one(self, name, **attributes):
-        found = self.named(name, **attributes)
-        assert len(found) == 1, (name, attributes, [(s.name, dict(s.attributes)) for s in self.spans])
-        return found[0]
-
-    def parent(self, span):
-        return self.by_id.get(span.parent.span_id) if span.parent else None
-
-    def children(self, span, name=None):
-        """durable's spans under `span` (not the database's, which psycopg's instrumentation adds on Postgres)."""
-        return [child for child in self.all_children(span) if child.instrumentation_scope.name == "durable"
-                and (name is None or child.name == name)]
-
-    def all_children(self, span):
-        return [child for child in self.spans if child.parent and child.parent.span_id == span.context.span_id]
 
 
 def test_one_run_is_one_trace_from_the_request_that_started_it_to_its_last_step(traces, published, api):
@@ -225,3 +169,28 @@ def test_a_run_started_while_traces_were_off_has_no_trace_and_its_tasks_are_trac
     executor.advance(run.id)
     advance = traces.tree().one("advance test-trivial")
     assert advance.parent is None and advance.attributes["durable.run_id"] == str(run.id)
+
+
+def test_parallel_calls_each_have_their_span_under_the_visit_made_on_the_pool_or_reused(traces, tmp_path):
+    run, _ = services.start_run(workflow="test-parallel", input={
+        "calls_file": str(tmp_path / "calls"), "delays": [0.0, 0.05], "fail_first": {"c1": "retryable"},
+        "effect": True}, business_key="P-1")
+    executor.advance(run.id)  # c1 fails: the visit is retried, reusing c0 and the charge
+    make_retry_due(Run.objects.get(id=run.id))
+    executor.advance(run.id)
+    assert Run.objects.get(id=run.id).status == RunStatus.SUCCEEDED
+    tree = traces.tree()
+    first, retried = tree.named("step gather")
+    operation = SideEffect.objects.get(run=run).operation_id
+    made = {span.name: span for span in tree.children(first)}
+    assert set(made) == {"activity c0", "activity c1", "side_effect charge"}
+    assert made["activity c1"].status.status_code == StatusCode.ERROR
+    assert (made["side_effect charge"].attributes["durable.operation_id"],
+            made["side_effect charge"].attributes["durable.side_effect.outcome"]) == (operation, "succeeded")
+    assert [span.name for span in tree.children(made["side_effect charge"])] == ["call probe"]
+    again = {span.name: span for span in tree.children(retried)}
+    assert (again["activity c0"].attributes["durable.reused"], again["activity c1"].attributes["durable.reused"]) == \
+           (True, False)
+    assert (again["side_effect charge"].attributes["durable.operation_id"],
+            again["side_effect charge"].attributes["durable.side_effect.outcome"],
+            again["side_effect charge"].attributes["durable.side_effect.sent"]) == (operation, "recorded", False)
