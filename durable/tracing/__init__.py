@@ -88,14 +88,20 @@ def enabled() -> bool:
 
 # -- The hooks. Each returns at once while traces are off. -----------------------------------------------------
 
-def starts_run(fn: F) -> F:
-    """Decorates services.start_run: the run's root span, around the start, when a run is created."""
+def _through(fn: F, method: str) -> F:
+    """`fn` as it is while traces are off; once they are on, called through Spans.<method>(fn, args, kwargs)."""
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
         if _spans is None:
             return fn(*args, **kwargs)
-        return _spans.run_start(fn, args, kwargs)
+        return getattr(_spans, method)(fn, args, kwargs)
     return traced  # type: ignore[return-value]
+
+
+def starts_run(fn: F) -> F:
+    """Decorates services.start_run: the root span of the run's trace, around its start (`durable.run.created`
+    false when an idempotent start returned an existing run, which keeps its own trace)."""
+    return _through(fn, "run_start")
 
 
 def run_fields() -> dict[str, str]:
@@ -105,22 +111,12 @@ def run_fields() -> dict[str, str]:
 
 def advancing(fn: F) -> F:
     """Decorates the executor's `_advance_claimed(store, lease, run)`: one span per worker task, in the run's trace."""
-    @functools.wraps(fn)
-    def traced(*args: Any, **kwargs: Any) -> Any:
-        if _spans is None:
-            return fn(*args, **kwargs)
-        return _spans.advance(fn, args, kwargs)
-    return traced  # type: ignore[return-value]
+    return _through(fn, "advance")
 
 
 def visit(fn: F) -> F:
     """Decorates the executor's `_execute_step(workflow, step, ctx, state)`: one span per step visit."""
-    @functools.wraps(fn)
-    def traced(*args: Any, **kwargs: Any) -> Any:
-        if _spans is None:
-            return fn(*args, **kwargs)
-        return _spans.visit(fn, args, kwargs)
-    return traced  # type: ignore[return-value]
+    return _through(fn, "visit")
 
 
 def activity(ctx: VisitContext, name: str, index: int) -> AbstractContextManager[None]:
@@ -143,22 +139,12 @@ def reused(ctx: VisitContext, name: str, index: int) -> None:
 def side_effect(fn: F) -> F:
     """Decorates side_effects.perform(store, lease, *, step, action, business_key, ...): one span per side effect,
     with its operation id and outcome."""
-    @functools.wraps(fn)
-    def traced(*args: Any, **kwargs: Any) -> Any:
-        if _spans is None:
-            return fn(*args, **kwargs)
-        return _spans.side_effect(fn, args, kwargs)
-    return traced  # type: ignore[return-value]
+    return _through(fn, "side_effect")
 
 
 def sending(fn: F) -> F:
     """Decorates side_effects.Send.call: the downstream call's span (and in ctx.parallel, the side effect's)."""
-    @functools.wraps(fn)
-    def traced(send: Any) -> Any:
-        if _spans is None:
-            return fn(send)
-        return _spans.send(fn, send)
-    return traced  # type: ignore[return-value]
+    return _through(fn, "send")
 
 
 def recorded_effect(ctx: Any, action: str, business_key: str) -> None:
@@ -185,11 +171,12 @@ def waiting(kind: str, **attributes: str | int | float | bool) -> AbstractContex
 
     Its `durable.wait.outcome` is "waiting" when the block raises control flow that parks the run (an
     exception that is not an Exception, as AwaitingApproval is), "ready" when what it waits for is there and
-    the block returns, else the error. `attributes` are added as given (name them `durable.<kind>.<what>`).
+    the block returns, else "error". Each of `attributes` is added as `durable.wait.<name>`
+    (`waiting("timer", until="2025-06-01T09:00:00Z")`); `durable.wait.id` names what it waits for.
     """
     if _spans is None:
         return _NOTHING
-    return _spans.waiting(kind, attributes)
+    return _spans.waiting(kind, {f"durable.wait.{name}": value for name, value in attributes.items()})
 
 
 def model_call(model: str, input_tokens: int | None, output_tokens: int | None) -> None:
@@ -206,9 +193,12 @@ def model_call(model: str, input_tokens: int | None, output_tokens: int | None) 
 def trace_id(run: Run) -> str | None:
     """The run's trace id (32 hex digits) when its start was traced and sampled, else None."""
     parts = (run.trace_parent or "").split("-")  # version-trace_id-parent_id-flags (W3C Trace Context)
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[3]) != 2 or not int(parts[3], 16) & 1:  # bit 0: sampled
+    if len(parts) != 4 or len(parts[1]) != 32 or parts[3] not in _SAMPLED:
         return None
     return parts[1]
+
+
+_SAMPLED = frozenset(f"{flags:02x}" for flags in range(256) if flags & 1)  # the flags' bit 0: the trace was kept
 
 
 def trace_url(run: Run) -> str | None:

@@ -209,7 +209,8 @@ class Spans:
                                  "durable.side_effect.sent": effect.sent})
             return result
 
-    def send(self, fn: Callable[[Any], T], send: Any) -> T:
+    def send(self, fn: Callable[[Any], T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        send = args[0]  # Send.call(self)
         effect = _effect.get()
         called = {"durable.downstream": send.downstream.name, "durable.operation_id": send.row.operation_id}
         if effect is not None:  # inside ctx.side_effect's span

@@ -11,6 +11,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from approvals.models import ApprovalRequest
 from durable import services, tracing
+from durable.engine.errors import AwaitingApproval
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.runtime import executor
@@ -194,3 +195,27 @@ def test_parallel_calls_each_have_their_span_under_the_visit_made_on_the_pool_or
     assert (again["side_effect charge"].attributes["durable.operation_id"],
             again["side_effect charge"].attributes["durable.side_effect.outcome"],
             again["side_effect charge"].attributes["durable.side_effect.sent"]) == (operation, "recorded", False)
+
+
+def test_a_model_call_told_of_after_its_activity_returned_is_that_activitys_and_took_its_time(traces):
+    run, _ = services.start_run(workflow="test-traced-usage", input={}, business_key="U-1")
+    executor.advance(run.id)
+    tree = traces.tree()
+    activity, chat = tree.one("activity llm.ask"), tree.one(f"chat {MODEL}")
+    assert tree.parent(chat) is activity
+    assert (chat.start_time, chat.end_time) == (activity.start_time, activity.end_time)
+    assert (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"]) == (80, 12)
+
+
+def test_a_wait_parks_the_run_or_finds_what_it_waited_for(traces):
+    with pytest.raises(AwaitingApproval), traces.tracer.start_as_current_span("step wait"):
+        with tracing.waiting("timer", until="2025-06-01T09:00:00Z"):
+            raise AwaitingApproval("T-1")  # control flow, not an Exception: the run parks
+    with tracing.waiting("event", id="paid:ORD-9"):
+        pass
+    tree = traces.tree()
+    parked, ready = tree.one("wait timer"), tree.one("wait event")
+    assert tree.parent(parked) is tree.one("step wait") and parked.status.status_code == StatusCode.UNSET
+    assert (parked.attributes["durable.wait.outcome"], parked.attributes["durable.wait.until"],
+            parked.attributes["durable.wait.id"]) == ("waiting", "2025-06-01T09:00:00Z", "T-1")
+    assert (ready.attributes["durable.wait.outcome"], ready.attributes["durable.wait.id"]) == ("ready", "paid:ORD-9")

@@ -56,3 +56,15 @@ def pay(ctx: Any, state: TracedState) -> TracedState:
     state.refund = ctx.side_effect("refund", business_key=state.order, downstream=get_downstream("probe"),
                                    payload={"amount": state.plan["amount"]})
     return state
+
+
+# A model call told of after the activity returned (as a usage hook reading the answer would): it is still the
+# activity's, and took the activity's time.
+told_after = register(Workflow(name="test-traced-usage", version=1, state=TracedState, input=TracedInput))
+
+
+@told_after.step
+def ask(ctx: Any, state: TracedState) -> TracedState:
+    state.plan = ctx.activity("llm.ask", lambda: {"model": MODEL, "usage": [80, 12]})
+    model_call(state.plan["model"], *state.plan["usage"])
+    return state
