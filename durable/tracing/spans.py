@@ -48,7 +48,6 @@ class Spans:
     """What the hooks in durable/tracing/__init__.py do once traces are on."""
 
     def __init__(self, tracer_provider: Any = None) -> None:
-        self.tracer_provider = tracer_provider
         self.tracer = trace.get_tracer("durable", tracer_provider=tracer_provider)
         self._revisitable: dict[tuple[str, int], frozenset[str]] = {}
 
