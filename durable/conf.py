@@ -90,6 +90,13 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_METRICS_DIR": Setting(None, "path", "Where every process writes its Prometheus counters; "
                                    "PROMETHEUS_MULTIPROC_DIR wins when set; unset: a folder in the system's "
                                    "temporary directory.", optional=True),
+    "DURABLE_OTEL": Setting(False, "flag", "Traces: every process of the project (web, worker, command) instruments "
+                            "Django, Celery and psycopg and records durable's spans with OpenTelemetry (the "
+                            "`otel` extra; durable.W040 says when it is missing); the host's tracer provider "
+                            "exports them (docs/observability.md#traces)."),
+    "DURABLE_TRACE_URL": Setting("", "url", "Where a trace is shown, with `{trace_id}` in it "
+                                 "(`https://tempo.example/trace/{trace_id}`): the run page links its run's trace "
+                                 "there; empty: no link."),
     # Notifications (docs/notifications.md): events an operator asked for, by email and to the install's webhook.
     "DURABLE_NOTIFY_WEBHOOK_URL": Setting("", "url", "The one webhook endpoint notifications are POSTed to, set by "
                                           "whoever deploys (never by a console user: docs/security.md); empty: "

@@ -56,6 +56,9 @@ class Run(models.Model):
                                    help_text="the run whose step started this one (ctx.start_child)")
     one_active_per_business_key = models.BooleanField(  # db_default too: the bench seeds runs with raw SQL
         default=False, db_default=False, help_text="its workflow allows one active run per business key (on_active_business_key)")
+    trace_parent = models.CharField(  # durable/tracing: its trace's root, for every worker task of its life
+        max_length=55, blank=True, default="", db_default="",
+        help_text="the W3C traceparent of the run's root span when its start was traced (DURABLE_OTEL); else empty")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -12,7 +12,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from durable.permissions import Caller
-from durable import fleet, metrics
+from durable import fleet, metrics, tracing
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.runtime import dispatch, wakes
@@ -57,6 +57,7 @@ def _refuse_unstorable_start(business_key: str, input: dict[str, Any], state: di
 START_OLDER_VERSION = "durable.start_older_version"
 
 
+@tracing.starts_run
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
               user: Caller | None = None, enqueue: bool = True, version: int | None = None,
               reason: str = "", source: str = "api", allow_older_version: bool = False,
@@ -97,6 +98,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
                 created_by_id=_creator(user, parent_run_id), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
+                **tracing.run_fields(),
             )
             _index_for_search(run, definition, data)
             Checkpoint.objects.create(

@@ -22,6 +22,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
+from durable import tracing
 from durable.errors import Conflict, InvalidInput
 from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
@@ -164,6 +165,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
         "side_effects": run.side_effects.all() if contents else [],
         "graph": run_graph(run),  # drawn from the topology the run is pinned to, with its visits
         "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
+        "trace_url": tracing.trace_url(run),  # DURABLE_TRACE_URL with the run's trace id, when both are there
         **_panel(request, run, **panel),
     }
 

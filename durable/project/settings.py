@@ -338,6 +338,13 @@ def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) 
 
 globals().update(_from_environment(SETTINGS, os.environ))
 
+# Traces (docs/observability.md#traces): DURABLE_OTEL=true instruments every process when the apps are ready;
+# the spans go where OpenTelemetry's own variables say (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME...).
+if globals().get("DURABLE_OTEL"):
+    from durable.project.telemetry import export_traces
+
+    export_traces(os.environ)
+
 CELERY_BEAT_SCHEDULE = {
     "durable-sweep": {"task": "durable.sweep", "schedule": timedelta(
         seconds=globals().get("DURABLE_SWEEP_SECONDS", DEFAULTS["DURABLE_SWEEP_SECONDS"]))},

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from durable import metrics
+from durable import metrics, tracing
 from durable.runtime import side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
@@ -92,7 +92,8 @@ class StepContext:
         if recorded is not None:
             result = self._reused(name, recorded)
         else:
-            with lease_kept(self._store, self._lease):  # a slow model must not let a second worker ask again
+            # A slow model must not let a second worker ask again: the lease is kept while it answers.
+            with lease_kept(self._store, self._lease), tracing.activity(self, name, index):
                 answer = fn(*args, **kwargs)
             result = self._record(name, index, answer)
         return returns.model_validate(result) if returns is not None else result
@@ -130,6 +131,7 @@ class StepContext:
 
     def _reused(self, name: str, recorded: RecordedCall) -> Any:
         metrics.result_reused(self.workflow_name, self.workflow_version)
+        tracing.reused(self, name, recorded.call_index)
         log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
         if self._cursor.replayed_all:  # the step goes live from here: say once what it took from history
             self._store.record_reuse(self._lease, self.step, [
@@ -148,6 +150,7 @@ class StepContext:
         refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
         return result
 
+    @tracing.waits("approval")
     def request_approval(self, kind: str, *, snapshot: dict[str, Any] | Callable[[], dict[str, Any]],
                          approve: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]],
                          revalidate: Callable[[dict[str, Any]], Any], expires_in: timedelta,
@@ -174,16 +177,19 @@ class StepContext:
     # Waits (durable.runtime.waits): the run is parked, released, until the wait ends; the visit then runs again
     # from its start and each wait returns what it recorded. See docs/workflows.md, "Timers, events and child runs".
 
+    @tracing.waits("timer")
     def sleep(self, duration: timedelta) -> None:
         """Pause the run for `duration` (from when the visit first got here), by the database's clock."""
         self._on_step_thread("sleep")
         waits.sleep(self, duration)
 
+    @tracing.waits("timer")
     def sleep_until(self, until: datetime) -> None:
         """Pause the run until `until` (an aware datetime), by the database's clock."""
         self._on_step_thread("sleep_until")
         waits.sleep_until(self, until)
 
+    @tracing.waits("event")
     def wait_for_event(self, names: str | Sequence[str], *, timeout: timedelta | None = None) -> Event | None:
         """The next event named `names` (or one of them) sent to this run, consumed once; None if `timeout`
         passes first. Events sent before the wait began wait in the run's mailbox, in arrival order."""
@@ -195,11 +201,13 @@ class StepContext:
         self._on_step_thread("start_child")
         return waits.start_child(self, workflow, input, business_key)
 
+    @tracing.waits("child")
     def wait_child(self, child: ChildRun) -> Any:
         """The child run's output once it has ended; ChildRunFailed if it did not succeed."""
         self._on_step_thread("wait_child")
         return waits.wait_children(self, [child])[0]
 
+    @tracing.waits("child")
     def wait_children(self, children: Sequence[ChildRun]) -> list[Any]:
         """The outputs of all `children` (in the order given) once every one has ended."""
         self._on_step_thread("wait_children")

@@ -12,7 +12,7 @@ from uuid import UUID
 from pydantic import BaseModel, ValidationError
 
 from durable.conf import durable_settings
-from durable import logs, metrics
+from durable import logs, metrics, tracing
 from durable.runtime import heartbeat, side_effects, wakes
 from durable.runtime.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
@@ -58,6 +58,7 @@ def advance(run_id: UUID | str, *, owner: str | None = None, store: RunStore | N
             return _advance_claimed(store, lease, run)
 
 
+@tracing.advancing
 def _advance_claimed(store: RunStore, lease: Lease, run: Run) -> AdvanceOutcome:
     if lease.resuming:
         metrics.run_resumed(run.workflow_name, run.workflow_version, lease.waited_seconds)
@@ -192,6 +193,7 @@ def _out_of_budget(store: RunStore, lease: Lease, run: Run, workflow: Workflow, 
     log.warning("run stopped by its step budget: %d visits, last route %s", lease.seq, route)
 
 
+@tracing.visit
 def _execute_step(workflow: Workflow, step: Step, ctx: StepContext, state: BaseModel) -> tuple[BaseModel, str | None]:
     """Run the step; its new state and the route it takes (None: the run ends), checked against its graph."""
     try:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from django.db import connections
 
+from durable import tracing
 from durable.conf import durable_settings
 from durable.downstream import Downstream
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
@@ -117,8 +118,8 @@ def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], 
         results[position] = ctx._reused(call.name, recorded)
         return
 
-    pending.append(_Pending(position, f"{call.name} #{index}", lambda: call.fn(*call.args, **call.kwargs),
-                            activity=(call.name, index)))
+    made = tracing.in_activity(ctx, call.name, index, lambda: call.fn(*call.args, **call.kwargs))
+    pending.append(_Pending(position, f"{call.name} #{index}", made, activity=(call.name, index)))
 
 
 def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
@@ -131,6 +132,7 @@ def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[
                       "operation_id": send.row.operation_id if send else None, "reused": send is None})
     if send is None:
         results[position] = begun
+        tracing.recorded_effect(ctx, effect.action, effect.business_key)
         return
     store, lease = ctx._store, ctx._lease
     pending.append(_Pending(position, effect.action, send.call,

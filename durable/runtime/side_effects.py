@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from durable import logs, metrics
+from durable import logs, metrics, tracing
 from durable.downstream import Downstream, DownstreamOutcome, classify_error
 from durable.engine.errors import (
     LeaseLost,
@@ -47,6 +47,7 @@ from durable.store import Lease, RunStore
 log = logging.getLogger("durable.side_effects")  # the name operators filter on, kept across the move to runtime/
 
 
+@tracing.side_effect
 def perform(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
             payload: dict[str, Any]) -> dict[str, Any]:
     """Make the external action happen once, returning its recorded result."""
@@ -148,6 +149,7 @@ class Send:
                      downstream.name, row.attempts)
         fault_point(AFTER_STARTED, operation_id=row.operation_id, action=row.action_name)
 
+    @tracing.sending
     def call(self) -> DownstreamOutcome:
         """The downstream call itself: no database write, so it may run on a thread of ctx.parallel's pool."""
         return self.downstream.execute(self.row.operation_id, self.row.business_key, self.row.payload or {})
