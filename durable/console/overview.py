@@ -31,6 +31,9 @@ ENDED = [status for status in RunStatus if status in TERMINAL]
 BLOCKED_SHOWN = 5
 FAILURES_SHOWN = 10
 WAITS_SHOWN = 5
+# Parked runs may be millions (they cost nothing while they wait): the overview counts them up to this many, so the
+# page reads at most this many index entries for them (over it, it says "over 10,000" and links to the list).
+PARKED_COUNTED = 10_000
 PARKED = ("id", "workflow_name", "workflow_version", "business_key", "current_step", "waiting_for", "next_attempt_at",
           "updated_at", "status")
 
@@ -75,6 +78,21 @@ class Now:
     @property
     def parked_total(self) -> int:
         return dict(self.in_flight)[RunStatus.WAITING]
+
+    @property
+    def counted_up_to(self) -> int:
+        """Counts above this are "over" it: the parked runs were counted no further (PARKED_COUNTED)."""
+        return PARKED_COUNTED
+
+    @property
+    def parked_shown(self) -> str:
+        return f"over {PARKED_COUNTED}" if self.parked_total > PARKED_COUNTED else str(self.parked_total)
+
+    @property
+    def waiting_shown(self) -> str:
+        if self.parked_total > PARKED_COUNTED:
+            return f"over {self.waiting_total - 1}"  # the parked runs were counted to PARKED_COUNTED + 1
+        return str(self.waiting_total)
 
 
 @dataclass(frozen=True)
@@ -132,7 +150,8 @@ def overview() -> Overview:
 
 
 def state_now() -> Now:
-    counts = _count_by(Run.objects.filter(status__in=IN_FLIGHT), "status")
+    counts = _count_by(Run.objects.filter(status__in=[s for s in IN_FLIGHT if s != RunStatus.WAITING]), "status")
+    counts[RunStatus.WAITING] = _count_up_to(Run.objects.filter(status=RunStatus.WAITING), PARKED_COUNTED + 1)
     return Now(
         in_flight=[(status.value, counts.get(status, 0)) for status in IN_FLIGHT],
         unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
@@ -191,6 +210,11 @@ def _per_hour(rows: QuerySet, field: str, since: datetime, by: str = "") -> list
 def _count_by(rows: QuerySet, field: str) -> dict:
     # COUNT(*), not COUNT(id): an index alone can answer it (an index-only scan, no table reads).
     return dict(rows.order_by().values_list(field).annotate(n=Count("*")))
+
+
+def _count_up_to(rows: QuerySet, most: int) -> int:
+    # COUNT(*) over a LIMIT: the index range is read no further than `most` entries.
+    return rows.order_by().values("pk")[:most].count()
 
 
 def _newest(status: RunStatus, when: str) -> list[Run]:

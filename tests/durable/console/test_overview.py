@@ -281,3 +281,17 @@ def test_without_parked_runs_the_overview_names_none(viewer):
     html = viewer.get(overview_url()).content.decode()
     assert "due-soonest" not in html and "parked-longest" not in html
     assert 'class="waiting-runs">1 run</a>' in html
+
+
+def test_parked_runs_are_counted_up_to_a_bound_and_over_it_the_overview_says_over(viewer, monkeypatch):
+    """Parked runs can be millions: the overview reads no more than PARKED_COUNTED + 1 of them to count."""
+    from durable.console import overview
+
+    monkeypatch.setattr(overview, "PARKED_COUNTED", 2)
+    for n in range(4):
+        run_in(RunStatus.WAITING, business_key=f"P-{n}")
+    run_in(RunStatus.WAITING_RETRY)
+    html = viewer.get(overview_url()).content.decode()
+    assert status_row("WAITING", "over 2") in html and status_row("WAITING_RETRY", 1) in html
+    assert 'class="waiting-runs">over 3 runs</a>' in html
+    assert re.search(r'<dd class="parked-runs"><a href="[^"]+">over 2</a>', html)
