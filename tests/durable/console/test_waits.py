@@ -110,6 +110,15 @@ def test_a_cancelled_parents_page_shows_its_children_cancelled(viewer, tmp_path)
     assert family.count('<span class="status status-cancelled">CANCELLED</span>') == 2
 
 
+def test_a_parent_with_many_children_lists_the_first_and_says_how_many_more(viewer, tmp_path, monkeypatch):
+    from durable.console import waits
+
+    monkeypatch.setattr(waits, "CHILDREN_SHOWN", 2)
+    parent = parked("test-parent", tmp_path, children=3)
+    family = between(viewer.get(detail_url(parent)).content.decode(), 'class="run-family"', "</section>")
+    assert family.count("test-child v1") == 2 and "and 1 more" in family
+
+
 # -- The mailbox -----------------------------------------------------------------------------------------------------
 
 def test_the_mailbox_lists_events_in_arrival_order_consumed_or_not_and_by_which_visit(viewer, tmp_path):
@@ -138,6 +147,18 @@ def test_an_events_payload_is_contents_hidden_without_the_contents_rule(tmp_path
     assert "4242" not in page and "not shown (contents)" in page
     reader = client_for(make_user("reader", VIEW, *CONTENTS_PERMISSIONS))
     assert "4242" in reader.get(detail_url(run)).content.decode()
+
+
+def test_a_long_mailbox_shows_the_newest_events_and_how_many_came_before(viewer, tmp_path, monkeypatch):
+    from durable.console import waits
+
+    monkeypatch.setattr(waits, "MAILBOX_SHOWN", 2)
+    run = parked("test-wait-event", tmp_path, seconds=0)
+    for n in range(3):
+        send_event(run_id=run.id, name=f"note-{n}", payload={}, sender="crm")
+    mailbox = between(text(viewer, run), "Mailbox", "Timeline")
+    assert "The 1 received before these are not listed." in mailbox
+    assert "note-0" not in mailbox and mailbox.index("note-1") < mailbox.index("note-2")
 
 
 def test_a_run_without_events_has_no_mailbox(viewer, tmp_path):
