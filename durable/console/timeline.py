@@ -105,7 +105,7 @@ def _ledger_row(row: SideEffect, visits: dict[int, str]) -> Entry:
               "last_error": row.last_error, "resolution_evidence": row.resolution_evidence or None}
     return Entry(row.created_at, EntryKind.SIDE_EFFECT, row.step, f"side effect {row.action_name} prepared",
                  detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0),
-                 visit=_visit(visits, row.visit))
+                 visit=visit_label(visits, row.visit))
 
 
 def _graph(run: Run) -> Graph | None:
@@ -122,7 +122,7 @@ def _checkpoint(cp: Checkpoint, graph: Graph | None, visits: dict[int, str]) -> 
     if cp.seq and graph is not None and graph.is_chosen(cp.step, cp.next_step or None):
         summary += f" (route {cp.step} -> {cp.next_step or 'end'})"  # the step chose it: a branch, a loop, a finish
     # A checkpoint ends the visit that started from the one before it (a migration's ends none).
-    ended = _visit(visits, cp.seq - 1) if cp.seq else ""
+    ended = visit_label(visits, cp.seq - 1) if cp.seq else ""
     return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, summary, checkpoint_seq=cp.seq, order=(2, cp.seq),
                  visit=ended if ended.startswith(f"{cp.step} #") else "")
 
@@ -148,7 +148,7 @@ def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
     return names
 
 
-def _visit(visits: dict[int, str], seq: int | None) -> str:
+def visit_label(visits: dict[int, str], seq: int | None) -> str:
     """The visit `seq` started, "act #3", where its step was visited more than once; else ""."""
     name = visits.get(seq) if seq is not None else None
     return "" if name is None or name.endswith(" #1 of 1") else name.partition(" of ")[0]
@@ -188,7 +188,7 @@ def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, st
     return Entry(entry.created_at, kind, entry.step, summary, detail=shown, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id),
-                 visit=_visit(visits, entry.visit),
+                 visit=visit_label(visits, entry.visit),
                  run_link=str(detail.get("run_id", "")) if kind == EntryKind.CHILD_RUN else "")
 
 

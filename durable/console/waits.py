@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from durable.engine.states import TERMINAL, RunStatus
 from durable.engine.waits import WaitingFor, WaitKind
+from durable.console.timeline import visit_label, visit_names
 from durable.models import Checkpoint, Run, RunEvent
 from durable.templatetags.console_time import duration
 
@@ -100,7 +101,7 @@ def wait_of(run: Run, visits: dict[int, str] | None = None) -> Wait | None:
     until = due_time(run, waiting)
     found = {str(child.id): RunLink.of(child) for child in
              Run.objects.filter(id__in=waiting.children).only(*LINKED)} if waiting.children else {}
-    return Wait(waiting.kind, waiting.step, visit_label((visits or {}).get(waiting.visit)), until,
+    return Wait(waiting.kind, waiting.step, visit_label(visits or {}, waiting.visit), until,
                 until - timezone.now() if until is not None else None, waiting.events,
                 tuple(found[child] for child in waiting.children if child in found))
 
@@ -121,17 +122,8 @@ def summary(run: Run, now: datetime) -> str:
     return f"{what}, {duration(left)} left" if left > timedelta(0) else f"{what}, due {duration(-left)} ago"
 
 
-def visit_label(name: str | None) -> str:
-    """"act #3" from visit_names' "act #3 of 5"; "" for a step visited once, or no visit."""
-    if not name or name.endswith(" #1 of 1"):
-        return ""
-    return name.partition(" of ")[0]
-
-
 def visits_of(run: Run) -> dict[int, str]:
     """The run's visits by the seq of the checkpoint each started from (durable.console.timeline.visit_names)."""
-    from durable.console.timeline import visit_names
-
     return visit_names(list(Checkpoint.objects.filter(run_id=run.id).only("seq", "step", "next_step")))
 
 
@@ -201,8 +193,7 @@ def mailbox_of(run: Run, visits: Callable[[], dict[int, str]], contents: bool) -
 def _event(event: RunEvent, visits: dict[int, str], contents: bool) -> MailboxEvent:
     by = ""
     if event.consumed_at is not None:
-        by = visit_label(visits.get(event.consumed_visit)) if event.consumed_visit is not None else ""
-        by = by or event.consumed_step
+        by = visit_label(visits, event.consumed_visit) or event.consumed_step
     return MailboxEvent(event.id, event.name, event.sender, event.received_at, event.consumed_at, by,
                         event.payload if contents else None, contents)
 
