@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, Max, Min, Prefetch, Q, QuerySet, Sum, prefetch_related_objects
 from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest
@@ -118,6 +118,18 @@ def inbox_page(filters: dict[str, Any], after: tuple[datetime, UUID] | None, siz
         queryset = queryset.filter(Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, id__gt=request_id))
     listed = queryset.order_by("expires_at", "id").defer("snapshot", "last_check")  # the rows show neither
     return list(listed[:size + 1])
+
+
+PARENT_SHOWN = ("id", "parent_run", "parent_run__id", "parent_run__workflow_name", "parent_run__workflow_version",
+                "parent_run__business_key", "parent_run__status")
+
+
+def with_parent_runs(requests: list[ApprovalRequest]) -> list[ApprovalRequest]:
+    """Each request's run as `run_with_parent`, with the run whose step started it (ctx.start_child) if any:
+    one query for the page, by the runs' primary keys."""
+    prefetch_related_objects(requests, Prefetch("run", queryset=Run.objects.select_related("parent_run")
+                                                .only(*PARENT_SHOWN), to_attr="run_with_parent"))
+    return requests
 
 
 def newer_ask(request: ApprovalRequest) -> ApprovalRequest | None:

@@ -30,6 +30,7 @@ from approvals.selectors import (
     inbox_state,
     newer_ask,
     request_state,
+    with_parent_runs,
 )
 from durable.errors import Conflict, Forbidden, InvalidInput, ServiceError, Unavailable
 from durable.console import live
@@ -98,7 +99,7 @@ def inbox(request: ConsoleRequest) -> HttpResponse:
     next_page = next_page_link(request, reverse("approvals:inbox"), found, PAGE,
                                lambda last: page_marker(last.expires_at, last.id))
     counts: dict[str, int] = (request.live_state or ({}, None))[0]  # inbox_state's tab counts, read once for the version
-    context = {"approvals": found[:PAGE], "filters": request.GET, "errors": filters.errors, "next_page": next_page,
+    context = {"approvals": with_parent_runs(found[:PAGE]), "filters": request.GET, "errors": filters.errors, "next_page": next_page,
                "tab": tab, "tabs": [(TABS[name], counts.get(name, 0), _tab_link(request, name)) for name in TABS]}
     return fragment_or_page(request, "approvals/_inbox_live.html", "approvals/inbox.html", context)
 
@@ -178,7 +179,8 @@ def _answer(request: ConsoleRequest, approval: ApprovalRequest, status: HTTPStat
 
 
 def _approval(request_id: UUID) -> ApprovalRequest:
-    return get_object_or_404(ApprovalRequest.objects.select_related("run", "decided_by"), id=request_id)
+    return get_object_or_404(ApprovalRequest.objects.select_related("run", "run__parent_run", "decided_by"),
+                             id=request_id)
 
 
 def _detail_context(request: ConsoleRequest, approval: ApprovalRequest, **panel: Any) -> dict[str, Any]:

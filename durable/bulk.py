@@ -2,13 +2,15 @@
 
 Which statuses an action applies to is the single-run rule (services.CANCELLABLE, services.RETRYABLE); each
 run is changed by the same service function, in its own conditional UPDATE and with its own audit row, the
-rows linked by one bulk id. A run that changed meanwhile is skipped and reported, never forced.
+rows linked by one bulk id. A run that changed meanwhile is skipped and reported, never forced. A cancel takes
+parents before their chosen children: a parent's cancel cancels its unfinished children (invariant 19), which are
+reported as cancelled with it, and a child cancelled first would wake its parent out of the status confirmed.
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
@@ -23,7 +25,7 @@ from durable.models import Run
 from durable.services import Batch, Cancellation, SideEffectDone
 
 NOT_APPLICABLE, SKIPPED, NOT_FOUND = "not_applicable", "skipped", "not_found"
-SELECTED_FIELDS = ("id", "business_key", "status", "workflow_name")
+SELECTED_FIELDS = ("id", "business_key", "status", "workflow_name", "parent_run_id")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class RunOutcome:
     outcome: str  # would_<action>, <done>, not_applicable, skipped, not_found
     detail: str = ""
     cancellation: Cancellation | None = None
+    parent_run_id: UUID | None = field(default=None, compare=False)  # the run that started it, if it is a child
 
     def as_json(self) -> dict[str, Any]:
         found = {"cancellation": self.cancellation.as_json()} if self.cancellation else {}
@@ -142,8 +145,8 @@ def plan(*, action: str, selection: Selection) -> BulkResult:
     """What the action would do to each selected run, written nowhere: the confirmation and the dry run."""
     spec = BULK_ACTIONS[action]
     rows = selection.rows()
-    outcomes = [RunOutcome(r.id, r.business_key, r.status, spec.would) if r.status in spec.statuses
-                else _not_applicable(spec, r) for r in rows]
+    outcomes = [RunOutcome(r.id, r.business_key, r.status, spec.would, parent_run_id=r.parent_run_id)
+                if r.status in spec.statuses else _not_applicable(spec, r) for r in rows]
     outcomes += [RunOutcome(run_id, "", "", NOT_FOUND, "no run has this id") for run_id in _missing(selection, rows)]
     happened: list[SideEffectOfRun] = []
     in_flight: list[SideEffectOfRun] = []
@@ -165,18 +168,44 @@ def perform(*, action: str, selection: Selection, user: Caller, source: str, rea
     """
     planned = plan(action=action, selection=selection)
     spec, bulk_id = planned.action, uuid.uuid4().hex
-    outcomes, happened, in_flight = [], [], []
-    for outcome in planned.outcomes:
-        if outcome.outcome != spec.would:
-            outcomes.append(outcome)
-            continue
+    done_to: dict[UUID, RunOutcome] = {}
+    happened, in_flight = [], []
+    for outcome in _parents_first([o for o in planned.outcomes if o.outcome == spec.would]):
+        parent = outcome.parent_run_id
+        if spec.name == "cancel" and parent in done_to and done_to[parent].outcome == spec.done:
+            done = _cancelled_with_parent(spec, outcome, parent)
+            if done is not None:
+                done_to[outcome.run_id] = done
+                continue
         batch = Batch(bulk_id, (confirmed or {}).get(outcome.run_id))
-        done = _apply(spec, outcome, batch, user=user, source=source, reason=reason)
-        outcomes.append(done)
+        done = done_to[outcome.run_id] = _apply(spec, outcome, batch, user=user, source=source, reason=reason)
         if done.cancellation is not None:
             happened += [SideEffectOfRun(done.run_id, e) for e in done.cancellation.happened]
             in_flight += [SideEffectOfRun(done.run_id, e) for e in done.cancellation.may_have_happened]
-    return BulkResult(spec, False, bulk_id, tuple(outcomes), tuple(happened), tuple(in_flight))
+    outcomes = tuple(done_to.get(outcome.run_id, outcome) for outcome in planned.outcomes)  # in the order planned
+    return BulkResult(spec, False, bulk_id, outcomes, tuple(happened), tuple(in_flight))
+
+
+def _parents_first(outcomes: list[RunOutcome]) -> list[RunOutcome]:
+    """The outcomes with each run after its chosen ancestors (otherwise in the order given)."""
+    parents = {o.run_id: o.parent_run_id for o in outcomes}
+
+    def depth(run_id: UUID) -> int:
+        count, parent = 0, parents.get(run_id)
+        while parent is not None and parent in parents and count < len(parents):  # bounded, whatever the links
+            count, parent = count + 1, parents[parent]
+        return count
+
+    return sorted(outcomes, key=lambda o: depth(o.run_id))
+
+
+def _cancelled_with_parent(spec: BulkAction, outcome: RunOutcome, parent: UUID) -> RunOutcome | None:
+    """A chosen child its parent's cancel (in this bulk action) cancelled already; None if it was not."""
+    status = Run.objects.filter(id=outcome.run_id).values_list("status", flat=True).first()
+    if status != RunStatus.CANCELLED:
+        return None
+    return replace(outcome, status=status, outcome=spec.done,
+                   detail=f"Cancelled with its parent run {parent}, cancelled by this action.")
 
 
 def _apply(spec: BulkAction, outcome: RunOutcome, batch: Batch, **single: Any) -> RunOutcome:

@@ -21,10 +21,10 @@ from django.views.decorators.http import require_http_methods
 
 from durable.errors import InvalidInput
 from durable import bulk
-from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.conf import durable_settings
 from durable.console.actions import ACTIONS
 from durable.console.fields import TOO_LONG, ReasonField
+from durable.console.forms import ConsoleRunFilter, filter_console_runs
 from durable.engine.states import RunStatus
 from durable.labels import LabelledForm
 from durable.models import Run
@@ -144,12 +144,12 @@ def _perform(request: HttpRequest, action: str) -> HttpResponse:
 def _selection(request: HttpRequest) -> tuple[bulk.Selection, str]:
     """The runs chosen: all matching the runs list's filters (by=filter), or those ticked (run=<id>, repeated)."""
     if request.GET.get("by") == BY_FILTER:
-        filters = RunFilterSerializer(data={k: v for k, v in request.GET.items() if v and k != "by"})
+        filters = ConsoleRunFilter(data={k: v for k, v in request.GET.items() if v and k != "by"})
         if not filters.is_valid():
             raise InvalidInput(filters.errors)
         params = filters.validated_data
         described = ", ".join(f"{name.replace('_', ' ')} {_shown(value)}" for name, value in params.items())
-        return bulk.Selection.by_filter(filter_runs(Run.objects.all(), params)), described or "every run"
+        return bulk.Selection.by_filter(filter_console_runs(Run.objects.all(), params)), described or "every run"
     ticked = request.GET.getlist("run")
     try:
         return bulk.Selection.by_ids([UUID(value) for value in ticked]), ""

@@ -6,10 +6,13 @@ from typing import Any, cast
 from uuid import UUID
 
 from django import forms
+from django.db.models import QuerySet
 from rest_framework import serializers
 
-from durable.api.filters import RunFilterSerializer
+from durable.api.filters import RunFilterSerializer, filter_runs
 from durable.console import paging
+from durable.engine.states import WAITING_STATES, RunStatus
+from durable.engine.waits import WaitKind
 from durable.labels import LabelledForm
 from durable.console.fields import ReasonField
 from durable.models import Run
@@ -27,8 +30,27 @@ def read_page_marker(value: str) -> tuple[datetime, UUID]:
     return marker
 
 
-class RunsQuery(RunFilterSerializer):
-    """The API's run filters, plus the console's page marker."""
+# The runs list's "any waiting" status: every status in which a run waits for something, in the state machine's order.
+ANY_WAITING = ",".join(status.value for status in RunStatus if status in WAITING_STATES)
+
+
+class ConsoleRunFilter(RunFilterSerializer):
+    """The API's run filters, and what a WAITING run waits for: the runs list's filters, and a bulk action's."""
+
+    waiting = serializers.ChoiceField(choices=[kind.value for kind in WaitKind], required=False,
+                                      help_text="WAITING runs parked on a timer, events or child runs")
+
+
+def filter_console_runs(queryset: QuerySet[Run], params: dict[str, Any]) -> QuerySet[Run]:
+    """The runs matching the runs list's validated filters."""
+    queryset = filter_runs(queryset, params)
+    if params.get("waiting"):
+        queryset = queryset.filter(status=RunStatus.WAITING, waiting_for__kind=params["waiting"])
+    return queryset
+
+
+class RunsQuery(ConsoleRunFilter):
+    """The runs list's filters, plus the console's page marker."""
 
     after = serializers.CharField(required=False)
 

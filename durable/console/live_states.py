@@ -8,9 +8,8 @@ from uuid import UUID
 from django.db.models import Max, OuterRef, Subquery
 from django.http import HttpRequest
 
-from durable.api.filters import filter_runs
 from durable.console import selectors
-from durable.console.forms import RunsQuery
+from durable.console.forms import RunsQuery, filter_console_runs
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 
 
@@ -20,16 +19,24 @@ def _latest(model: type[JournalEntry] | type[Checkpoint] | type[SideEffect], fie
     return Subquery(rows.annotate(latest=Max(field)).values("latest"))
 
 
-def run_state(request: HttpRequest, run_id: UUID) -> Any:
-    """One query: the run's row, its newest journal entry and checkpoint, and its ledger's last change.
+def _children_changed() -> Subquery:
+    """The last change of any of the run's child runs (index on parent_run): their statuses are on its page."""
+    children = Run.objects.filter(parent_run_id=OuterRef("id")).order_by().values("parent_run_id")
+    return Subquery(children.annotate(latest=Max("updated_at")).values("latest"))
 
-    Every decision, expiry, wait and step writes one of them, so the run's page changes only when this does.
+
+def run_state(request: HttpRequest, run_id: UUID) -> Any:
+    """One query: the run's row, its newest journal entry and checkpoint, its ledger's and its children's last
+    change.
+
+    Every decision, expiry, wait, event received and step writes one of them, so the run's page changes only
+    when this does (the time left of a wait is as of the last change; its due time is shown beside it).
     """
     run = Run.objects.filter(id=run_id).annotate(
         last_entry=_latest(JournalEntry, "id"), last_checkpoint=_latest(Checkpoint, "seq"),
-        last_ledger_change=_latest(SideEffect, "updated_at"))
+        last_ledger_change=_latest(SideEffect, "updated_at"), last_child_change=_children_changed())
     return run.values_list("status", "updated_at", "fencing_token", "last_entry", "last_checkpoint",
-                           "last_ledger_change").first()
+                           "last_ledger_change", "last_child_change").first()
 
 
 def runs_state(size: int) -> Callable[[HttpRequest], Any]:
@@ -40,6 +47,6 @@ def runs_state(size: int) -> Callable[[HttpRequest], Any]:
         if not query.is_valid() or "q" in query.validated_data:
             return None  # an error or a search: the page shows no rows that can change
         params = query.validated_data
-        runs = selectors.runs_after(filter_runs(Run.objects.all(), params), params.get("after"))
+        runs = selectors.runs_after(filter_console_runs(Run.objects.all(), params), params.get("after"))
         return list(runs.values_list("id", "status", "current_step", "updated_at")[:size + 1])
     return state

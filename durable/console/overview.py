@@ -3,7 +3,8 @@
 Nothing here comes from process-local counters (Prometheus' totals since a restart): every number is
 a query, so two web processes show the same page and the numbers agree with the runs list's filters.
 Each query reads an index range, never every run: runs in flight by status, runs started or finished
-since the window's start (`run_created`, `run_finished`), prevented duplicates (`journal_duplicates`).
+since the window's start (`run_created`, `run_finished`), prevented duplicates (`journal_duplicates`), the parked
+runs due soonest (`run_wake_due`) and parked longest (`run_status_updated`).
 durable_console_bench times it at 1,000,000 runs. The apps built on the core add their sections with
 `add_section` from their ready() (approvals: requests waiting and decided, approvals/overview.py).
 """
@@ -20,7 +21,7 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from durable.engine.ledger import OperationStatus
-from durable.engine.states import TERMINAL, RunStatus
+from durable.engine.states import TERMINAL, WAITING_STATES, RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 
 HOURS = 24
@@ -29,6 +30,12 @@ IN_FLIGHT = [status for status in RunStatus if status not in TERMINAL]
 ENDED = [status for status in RunStatus if status in TERMINAL]
 BLOCKED_SHOWN = 5
 FAILURES_SHOWN = 10
+WAITS_SHOWN = 5
+# Parked runs may be millions (they cost nothing while they wait): the overview counts them up to this many, so the
+# page reads at most this many index entries for them (over it, it says "over 10,000" and links to the list).
+PARKED_COUNTED = 10_000
+PARKED = ("id", "workflow_name", "workflow_version", "business_key", "current_step", "waiting_for", "next_attempt_at",
+          "updated_at", "status")
 
 
 @dataclass(frozen=True)
@@ -44,15 +51,48 @@ class Hourly:
 
 
 @dataclass(frozen=True)
+class Parked:
+    """The runs parked on a timer, events or child runs (WAITING) that the overview names."""
+
+    soonest_due: list[Run]  # by due time (a timer, an event's deadline), overdue first
+    longest: list[Run]  # parked longest ago (their last change is the park)
+
+
+@dataclass(frozen=True)
 class Now:
     in_flight: list[tuple[str, int]]  # every unfinished status, in the state machine's order, zeros included
     unknown_operations: int
     blocked: list[Run]  # the newest runs blocked on their version
     failures: list[Run]  # the newest failed runs
+    parked: Parked = Parked([], [])
 
     @property
     def blocked_total(self) -> int:
         return dict(self.in_flight)[RunStatus.BLOCKED_VERSION]
+
+    @property
+    def waiting_total(self) -> int:
+        """Runs waiting for anything: a person, a retry's time, a timer, an event, child runs (WAITING_STATES)."""
+        return sum(count for status, count in self.in_flight if status in WAITING_STATES)
+
+    @property
+    def parked_total(self) -> int:
+        return dict(self.in_flight)[RunStatus.WAITING]
+
+    @property
+    def counted_up_to(self) -> int:
+        """Counts above this are "over" it: the parked runs were counted no further (PARKED_COUNTED)."""
+        return PARKED_COUNTED
+
+    @property
+    def parked_shown(self) -> str:
+        return f"over {PARKED_COUNTED}" if self.parked_total > PARKED_COUNTED else str(self.parked_total)
+
+    @property
+    def waiting_shown(self) -> str:
+        if self.parked_total > PARKED_COUNTED:
+            return f"over {self.waiting_total - 1}"  # the parked runs were counted to PARKED_COUNTED + 1
+        return str(self.waiting_total)
 
 
 @dataclass(frozen=True)
@@ -110,13 +150,23 @@ def overview() -> Overview:
 
 
 def state_now() -> Now:
-    counts = _count_by(Run.objects.filter(status__in=IN_FLIGHT), "status")
+    counts = _count_by(Run.objects.filter(status__in=[s for s in IN_FLIGHT if s != RunStatus.WAITING]), "status")
+    counts[RunStatus.WAITING] = _count_up_to(Run.objects.filter(status=RunStatus.WAITING), PARKED_COUNTED + 1)
     return Now(
         in_flight=[(status.value, counts.get(status, 0)) for status in IN_FLIGHT],
         unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
         blocked=_newest(RunStatus.BLOCKED_VERSION, "updated_at") if counts.get(RunStatus.BLOCKED_VERSION) else [],
         failures=_newest(RunStatus.FAILED, "finished_at"),
+        parked=parked() if counts.get(RunStatus.WAITING) else Parked([], []),
     )
+
+
+def parked() -> Parked:
+    """The WAITING runs due soonest and those parked longest: two index ranges of WAITS_SHOWN rows each."""
+    waiting = Run.objects.filter(status=RunStatus.WAITING).only(*PARKED)
+    return Parked(soonest_due=list(waiting.filter(next_attempt_at__isnull=False)
+                                   .order_by("next_attempt_at", "id")[:WAITS_SHOWN]),
+                  longest=list(waiting.order_by("updated_at", "id")[:WAITS_SHOWN]))
 
 
 def window_start(now: datetime | None = None) -> datetime:
@@ -160,6 +210,11 @@ def _per_hour(rows: QuerySet, field: str, since: datetime, by: str = "") -> list
 def _count_by(rows: QuerySet, field: str) -> dict:
     # COUNT(*), not COUNT(id): an index alone can answer it (an index-only scan, no table reads).
     return dict(rows.order_by().values_list(field).annotate(n=Count("*")))
+
+
+def _count_up_to(rows: QuerySet, most: int) -> int:
+    # COUNT(*) over a LIMIT: the index range is read no further than `most` entries.
+    return rows.order_by().values("pk")[:most].count()
 
 
 def _newest(status: RunStatus, when: str) -> list[Run]:

@@ -8,7 +8,9 @@ from django.db.models import Q, QuerySet
 
 from durable.models import Run
 
-LISTED = ("id", "workflow_name", "workflow_version", "business_key", "status", "current_step", "created_at")
+# What a WAITING run's row says it waits for (waiting_for, next_attempt_at) is on the row too: no query per row.
+LISTED = ("id", "workflow_name", "workflow_version", "business_key", "status", "current_step", "created_at",
+          "waiting_for", "next_attempt_at")
 
 
 def runs_page(queryset: QuerySet[Run], after: tuple[datetime, UUID] | None, size: int) -> list[Run]:

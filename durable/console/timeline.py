@@ -1,10 +1,13 @@
-"""A run's history in time order: checkpoints, activities, side effects, retries, approvals, operator actions.
+"""A run's history in time order: checkpoints, activities, side effects, retries, approvals, waits, events
+received, child runs started, operator actions.
 
 A step run again (after a crash or a retry) returns its recorded activity results instead of
 calling again; the executor journals that once per step as "activity_reused", shown here as
 reused from history. A side effect asked for again is journaled as a prevented duplicate. Each
 entry carries the time since the one before it. Journal entries of kind "operator" are left out: the operator action audit trail holds
-the same events with who, before and after.
+the same events with who, before and after. A wait's outcome is recorded twice in one transaction, as the visit's
+call (what the visit returns when it runs again) and as "wait_ended"; the timeline shows the one entry, with the
+call's record as its detail.
 """
 from __future__ import annotations
 
@@ -17,12 +20,16 @@ from typing import Any
 from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
 from durable.engine.topology import shapes_from_json
+from durable.engine.waits import WaitKind
 from durable.console.run_page import current_statuses
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.runtime.waits import SLEEP, START_CHILD, WAIT_CHILD, WAIT_FOR_EVENT
+from durable.templatetags.console_time import absolute
 
 # A side effect in these states waits for reconciliation (the reconciler's, or an operator's).
 UNRESOLVED = frozenset({OperationStatus.STARTED, OperationStatus.UNKNOWN})
 APPROVAL_EVENTS = {"approval_used": "used after revalidation"}
+WAIT_CALLS = frozenset({SLEEP, WAIT_FOR_EVENT, START_CHILD, WAIT_CHILD})  # a step's waits, recorded as its calls
 
 
 class EntryKind(StrEnum):
@@ -37,6 +44,10 @@ class EntryKind(StrEnum):
     FAILURE = "failure"
     NEEDS_ATTENTION = "needs_attention"
     BLOCKED = "blocked"
+    WAIT = "wait"  # parked on a timer, events or child runs
+    WAIT_ENDED = "wait_ended"
+    EVENT = "event"  # an event from outside arrived in the run's mailbox
+    CHILD_RUN = "child_run"  # a child run started
     NOTE = "note"  # a journal kind this screen does not know yet
 
 
@@ -56,6 +67,7 @@ class Entry:
     order: tuple[int, int] = field(default=(0, 0), repr=False)  # ties on `at`: ledger, journal, checkpoint, audit
     visit: str = ""  # the visit it belongs to, "act #3", where its step was visited more than once
     calls: tuple[Entry, ...] = ()  # a parallel group's calls, nested under the entry that started them
+    run_link: str = ""  # another run the entry names (a child run started): its page is linked
 
     @property
     def label(self) -> str:
@@ -69,10 +81,11 @@ def run_timeline(run: Run) -> list[Entry]:
     statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
     checkpoints = list(run.checkpoints.defer("state"))
     visits = visit_names(checkpoints)
-    journal = list(run.journal.exclude(kind=JournalEntry.Kind.OPERATOR))
+    journal, wait_records = _without_wait_records(list(run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)))
+    statuses.update(_children_statuses(run, journal))
     entries = [
         *(_ledger_row(row, visits) for row in ledger),
-        *(_journal(entry, statuses, visits) for entry in journal),
+        *(_journal(entry, statuses, visits, wait_records) for entry in journal),
         *(_checkpoint(cp, graph, visits) for cp in checkpoints),
         *(_operator_action(action) for action in run.operator_actions.all()),
     ]
@@ -92,7 +105,7 @@ def _ledger_row(row: SideEffect, visits: dict[int, str]) -> Entry:
               "last_error": row.last_error, "resolution_evidence": row.resolution_evidence or None}
     return Entry(row.created_at, EntryKind.SIDE_EFFECT, row.step, f"side effect {row.action_name} prepared",
                  detail=detail, status=row.status, operation_id=row.operation_id, order=(0, 0),
-                 visit=_visit(visits, row.visit))
+                 visit=visit_label(visits, row.visit))
 
 
 def _graph(run: Run) -> Graph | None:
@@ -109,7 +122,7 @@ def _checkpoint(cp: Checkpoint, graph: Graph | None, visits: dict[int, str]) -> 
     if cp.seq and graph is not None and graph.is_chosen(cp.step, cp.next_step or None):
         summary += f" (route {cp.step} -> {cp.next_step or 'end'})"  # the step chose it: a branch, a loop, a finish
     # A checkpoint ends the visit that started from the one before it (a migration's ends none).
-    ended = _visit(visits, cp.seq - 1) if cp.seq else ""
+    ended = visit_label(visits, cp.seq - 1) if cp.seq else ""
     return Entry(cp.created_at, EntryKind.CHECKPOINT, cp.step, summary, checkpoint_seq=cp.seq, order=(2, cp.seq),
                  visit=ended if ended.startswith(f"{cp.step} #") else "")
 
@@ -135,24 +148,48 @@ def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
     return names
 
 
-def _visit(visits: dict[int, str], seq: int | None) -> str:
+def visit_label(visits: dict[int, str], seq: int | None) -> str:
     """The visit `seq` started, "act #3", where its step was visited more than once; else ""."""
     name = visits.get(seq) if seq is not None else None
     return "" if name is None or name.endswith(" #1 of 1") else name.partition(" of ")[0]
 
 
-def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, str]) -> Entry:
+def _without_wait_records(journal: list[JournalEntry]) -> tuple[list[JournalEntry], dict[tuple[Any, ...], Any]]:
+    """The journal without the calls that record a wait's outcome (a wait_ended or child_started entry says the
+    same), and those calls' results by (visit, call index), for the entry that shows them."""
+    kept, records = [], {}
+    for entry in journal:
+        if entry.kind == JournalEntry.Kind.ACTIVITY and entry.name in WAIT_CALLS:
+            records[(entry.visit, entry.call_index)] = entry.result
+        else:
+            kept.append(entry)
+    return kept, records
+
+
+def _children_statuses(run: Run, journal: list[JournalEntry]) -> dict[str, str]:
+    """The status now of each child run the journal says the run started: one query, only if it started any."""
+    if not any(entry.kind == JournalEntry.Kind.CHILD_STARTED for entry in journal):
+        return {}
+    return {str(child_id): status for child_id, status in
+            Run.objects.filter(parent_run_id=run.id).values_list("id", "status")}
+
+
+def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, str],
+             wait_records: dict[tuple[Any, ...], Any] | None = None) -> Entry:
     detail = entry.detail or {}
     kind, summary, status = _describe(entry, detail, statuses)
+    shown = entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail
+    if entry.kind == JournalEntry.Kind.WAIT_ENDED and (entry.visit, entry.call_index) in (wait_records or {}):
+        shown = {"ended": entry.detail, "returned": (wait_records or {})[(entry.visit, entry.call_index)]}
     if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
         done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
         summary = (f"side effect {entry.name} asked again: already done in visit #{done_in.rpartition('#')[2]} "
                    f"({done_in}), the recorded result was reused")
-    return Entry(entry.created_at, kind, entry.step, summary,
-                 detail=entry.result if entry.kind == JournalEntry.Kind.ACTIVITY else entry.detail, status=status,
+    return Entry(entry.created_at, kind, entry.step, summary, detail=shown, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id),
-                 visit=_visit(visits, entry.visit))
+                 visit=visit_label(visits, entry.visit),
+                 run_link=str(detail.get("run_id", "")) if kind == EntryKind.CHILD_RUN else "")
 
 
 def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, str]) -> tuple[EntryKind, str, str]:
@@ -193,7 +230,61 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
             event = str(detail.get("event", ""))
             return EntryKind.APPROVAL, f"approval {APPROVAL_EVENTS.get(event, event)}", statuses.get(
                 detail.get("request", ""), "")
+        case Kind.WAIT:
+            return EntryKind.WAIT, f"waits for {_waited_for(detail)}", ""
+        case Kind.WAIT_ENDED:
+            return EntryKind.WAIT_ENDED, _wait_ended(detail), ""
+        case Kind.EVENT_RECEIVED:
+            woke = "woke the run" if detail.get("woke_run") else "kept in the mailbox until a wait takes it"
+            sender = f" from {detail['sender']}" if detail.get("sender") else ""
+            return EntryKind.EVENT, f"event {entry.name!r} received{sender}: {woke}", ""
+        case Kind.CHILD_STARTED:
+            key = f" (business key {detail['business_key']})" if detail.get("business_key") else ""
+            return EntryKind.CHILD_RUN, f"child run started: {detail.get('workflow', entry.name)}{key}", statuses.get(
+                str(detail.get("run_id", "")), "")
     return EntryKind.NOTE, f"{entry.kind} {entry.name}".strip(), ""
+
+
+# -- Waits: what a WAIT entry waited for, and how a WAIT_ENDED entry says it ended -------------------------------
+
+def _when(value: Any) -> str:
+    """An ISO time from the journal in the operator's zone; as recorded if it is not one."""
+    try:
+        return absolute(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return str(value)
+
+
+def _names(names: Any) -> str:
+    return " or ".join(repr(name) for name in names or ())
+
+
+def _waited_for(detail: dict[str, Any]) -> str:
+    until = f" until {_when(detail['until'])}" if detail.get("until") else ""
+    match detail.get("kind"):
+        case WaitKind.TIMER:
+            return f"a timer{until}"
+        case WaitKind.EVENT:
+            return f"event {_names(detail.get('events'))}{until or ' (no deadline)'}"
+        case WaitKind.CHILD:
+            count = len(detail.get("children") or ())
+            return f"{count} child run{'s' if count != 1 else ''} to end"
+    return str(detail.get("kind", "something"))
+
+
+def _wait_ended(detail: dict[str, Any]) -> str:
+    if detail.get("timer"):
+        return f"timer {detail['timer']} (due {_when(detail.get('due'))})"
+    if "consumed" in detail:
+        sender = f", sent by {detail['sender']}" if detail.get("sender") else ""
+        return f"event {detail.get('event')!r} consumed (#{detail['consumed']}{sender})"
+    if "timeout" in detail:
+        return (f"deadline passed ({_when(detail['timeout'])}) without event {_names(detail.get('events'))}: "
+                "the step goes on without it")
+    if "children" in detail:
+        ended = Counter((detail.get("children") or {}).values())
+        return "child runs ended: " + ", ".join(f"{count} {status}" for status, count in sorted(ended.items()))
+    return "wait ended"
 
 
 # -- Parallel groups: the calls of a ctx.parallel, nested under the entry that started them -------------------------

@@ -24,12 +24,11 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from durable import tracing
 from durable.errors import Conflict, InvalidInput
-from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
 from durable.console import overview as console_overview
 from durable.console import search as finder
 from durable.console.actions import ACTIONS, offered_actions
-from durable.console.forms import ActionForm, RunsQuery, page_marker
+from durable.console.forms import ANY_WAITING, ActionForm, RunsQuery, filter_console_runs, page_marker
 from durable.console.live_states import run_state, runs_state
 from durable.console.run_page import run_sections
 from durable.console.rendering import (
@@ -41,7 +40,9 @@ from durable.console.rendering import (
 from durable.console.run_graph import run_graph
 from durable.console.requests import ConsoleRequest
 from durable.console.timeline import run_timeline
+from durable.console.waits import run_waits
 from durable.engine.states import RunStatus
+from durable.engine.waits import WaitKind
 from durable.models import Checkpoint, Run
 from durable.permissions import can_see_contents, contents_required, permission_required
 
@@ -65,7 +66,7 @@ def overview(request: ConsoleRequest) -> HttpResponse:
     unchanged = live.not_modified(request, live.stamp(request, repr(found)))
     if unchanged:
         return unchanged
-    context = {"overview": found, "metrics_url": metrics_url(), **found.context()}
+    context = {"overview": found, "metrics_url": metrics_url(), "any_waiting": ANY_WAITING, **found.context()}
     return live.tagged(fragment_or_page(request, "durable/_overview.html", "durable/overview.html", context), request)
 
 
@@ -81,7 +82,7 @@ def runs(request: ConsoleRequest) -> HttpResponse:
     if not query.is_valid():
         return _runs_answer(request, [], query.errors)
     params = query.validated_data
-    found = selectors.runs_page(filter_runs(Run.objects.all(), params), params.get("after"), PAGE)
+    found = selectors.runs_page(filter_console_runs(Run.objects.all(), params), params.get("after"), PAGE)
     return _runs_answer(request, found, {})
 
 
@@ -89,6 +90,7 @@ def _runs_answer(request: ConsoleRequest, found: list[Run], errors: dict[str, An
     path = reverse("durable:runs")
     next_page = next_page_link(request, path, found, PAGE, page_marker)
     context = {"runs": found[:PAGE], "errors": errors, "filters": request.GET, "statuses": list(RunStatus),
+               "any_waiting": ANY_WAITING, "wait_kinds": [kind.value for kind in WaitKind],
                "next_page": next_page, "first_page": page_link(request, path, None) if request.GET.get("after") else "",
                "bulk_offered": bulk.offered(request.user), "bulk_query": bulk.filter_query(request)}
     return fragment_or_page(request, "durable/_run_rows.html", "durable/runs.html", context)
@@ -166,6 +168,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
         "graph": run_graph(run),  # drawn from the topology the run is pinned to, with its visits
         "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
         "trace_url": tracing.trace_url(run),  # DURABLE_TRACE_URL with the run's trace id, when both are there
+        **run_waits(run, contents),  # what it waits for, its mailbox, its parent and children
         **_panel(request, run, **panel),
     }
 

@@ -18,6 +18,9 @@ class RunStatus(StrEnum):
 
 
 TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+# The run waits for something to happen (a person's decision, its retry time, a timer, an event, child runs): every
+# screen, filter, count and metric of "waiting runs" reads this set, so a new kind of wait joins them all at once.
+WAITING_STATES = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_RETRY, RunStatus.WAITING})
 # An error put the run in these states; in any other its recorded error is history (the timeline keeps it).
 ERROR_HELD = frozenset({RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION, RunStatus.BLOCKED_VERSION, RunStatus.FAILED})
 # A worker may claim a run in these states (RUNNING only once its lease has expired).

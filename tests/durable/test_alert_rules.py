@@ -30,7 +30,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 def test_promtool_accepts_the_rules():
     checked = promtool("check", "rules", RULES.name)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 6 rules found" in checked.stdout
+    assert "SUCCESS: 7 rules found" in checked.stdout
 
 
 def test_each_alert_fires_on_its_rising_series_in_promtools_unit_tests():
@@ -45,7 +45,7 @@ def alerts() -> dict[str, str]:
 
 def test_the_alerts_the_runbook_promises_are_there():
     assert {"DurableSideEffectUnknown", "DurableRetriesExhausted", "DurableVersionMismatch",
-            "DurableApprovalStuck", "DurableApprovalNearExpiry"} <= set(alerts())
+            "DurableApprovalStuck", "DurableApprovalNearExpiry", "DurableWaitOverdue"} <= set(alerts())
 
 
 @pytest.mark.django_db

@@ -149,3 +149,28 @@ def test_the_single_run_actions_offer_what_the_bulk_rules_apply_to():
 
     for name, spec in bulk.BULK_ACTIONS.items():
         assert ACTIONS[name].statuses == spec.statuses
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_cancel_of_a_parent_and_its_children_cancels_the_parent_first_and_the_children_with_it(
+        operator, tmp_path):
+    """Children chosen with their parent: the parent's cancel cancels them (said so), instead of a child's cancel
+    waking the parent out of the status the operator confirmed, and the parent being skipped."""
+    from tests.durable.claims import advance
+
+    parent, _ = services.start_run(workflow="test-parent", input={"calls_file": str(tmp_path / "calls"), "children": 2,
+                                                                  "child_waits": True}, business_key="P-1")
+    parent = advance(parent)
+    children = list(Run.objects.filter(parent_run=parent))
+    advance(children[0])  # parked on its event; the other is still PENDING
+    chosen = [*children, parent]  # newest first, as the runs list shows them
+    confirmed = {run.id: Run.objects.get(id=run.id).status for run in chosen}
+    assert confirmed[parent.id] == RunStatus.WAITING
+    result = bulk.perform(action="cancel", selection=by_ids(*chosen), user=operator, source="console",
+                          reason="the customer withdrew", confirmed=confirmed)
+    assert result.counts() == {"cancelled": 3, "not_applicable": 0, "skipped": 0, "not_found": 0}
+    assert [o.run_id for o in result.outcomes] == [run.id for run in chosen]  # reported in the order chosen
+    with_parent = {o.run_id: o.detail for o in result.of("cancelled") if o.run_id != parent.id}
+    assert with_parent == {child.id: f"Cancelled with its parent run {parent.id}, cancelled by this action."
+                           for child in children}
+    assert set(Run.objects.values_list("status", flat=True)) == {RunStatus.CANCELLED}

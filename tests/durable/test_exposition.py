@@ -25,7 +25,7 @@ COUNTERS = ("workflow_resume_total", "checkpoint_restore_failure_total", "replay
             "idempotency_key_hit_total", "side_effect_unknown_total", "reconciliation_total", "activity_retry_total",
             "retry_exhausted_total", "non_retryable_failure_total")
 GAUGES = ("checkpoint_age_seconds", "approval_pending", "approval_oldest_pending_age_seconds",
-          "side_effect_unknown_operations")
+          "side_effect_unknown_operations", "run_wait_overdue_seconds")
 TOKEN = "scrape-secret"
 
 
@@ -106,6 +106,46 @@ def test_checkpoint_age_is_the_newest_checkpoint_of_the_longest_waiting_run_per_
     assert 3600 <= found[("checkpoint_age_seconds", (("status", "WAITING_RETRY"),))] < 3660
     assert found[("checkpoint_age_seconds", (("status", "NEEDS_ATTENTION"),))] == 0
     assert found[("checkpoint_age_seconds", (("status", "BLOCKED_VERSION"),))] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parked_runs_checkpoint_age_is_that_of_the_run_parked_longest(tmp_path):
+    """Every waiting status is a series, WAITING too; for parked runs, the one parked longest is found by its index
+    (its newest checkpoint's age grows while it sleeps, by design)."""
+    from tests.durable.console.parked import parked
+
+    longest = parked("test-sleep", tmp_path, key="long", seconds=86400)
+    parked("test-wait-event", tmp_path, key="recent", seconds=0)
+    a_day_ago = timezone.now() - timedelta(days=1)
+    Run.objects.filter(id=longest.id).update(updated_at=a_day_ago)
+    Checkpoint.objects.filter(run=longest).update(created_at=a_day_ago)
+    found = gauges()
+    assert {labels[0][1] for name, labels in found if name == "checkpoint_age_seconds"} == {
+        "WAITING_APPROVAL", "WAITING_RETRY", "WAITING", "NEEDS_ATTENTION", "BLOCKED_VERSION"}
+    assert 86400 <= found[("checkpoint_age_seconds", (("status", "WAITING"),))] < 86460
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parked_run_due_and_not_woken_is_overdue_until_the_sweeper_wakes_it(tmp_path):
+    from durable.runtime import wakes
+    from tests.durable.console.parked import parked
+
+    assert gauges()[("run_wait_overdue_seconds", ())] == 0
+    run = parked("test-sleep", tmp_path, seconds=3600)
+    parked("test-wait-event", tmp_path, key="no-deadline", seconds=0)  # never due: never overdue
+    assert gauges()[("run_wait_overdue_seconds", ())] == 0  # due in an hour
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now() - timedelta(minutes=5))
+    assert 300 <= gauges()[("run_wait_overdue_seconds", ())] < 360
+    assert wakes.wake_due() == [run.id]
+    assert gauges()[("run_wait_overdue_seconds", ())] == 0
+
+
+def test_the_checkpoint_ages_and_the_overdue_wait_are_one_query_each(django_assert_num_queries):
+    from durable.exposition import checkpoint_ages, wait_overdue
+
+    with django_assert_num_queries(2):
+        checkpoint_ages(timezone.now())
+        wait_overdue(timezone.now())
 
 
 def test_checkpoint_age_is_read_with_one_query(django_assert_num_queries):

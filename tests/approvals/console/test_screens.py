@@ -415,3 +415,40 @@ def test_the_run_page_lists_its_approval_requests(demo, viewer):
     html = viewer.get(reverse("durable:run-detail", args=[run.id])).content.decode()
     assert "<h2>Approvals</h2>" in html
     assert f'<a href="{detail_url(request)}">refund</a>' in html and "#1" in html and "PENDING" in html
+
+
+# A child run's request: the inbox and the request name the parent run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_child_runs_request_names_its_parent_run_in_the_inbox_and_on_its_page(demo, viewer):
+    from tests.approvals.supervisor import supervised_claim
+
+    parent, child = supervised_claim("ORD-1001", case="CASE-77")
+    waiting_claim("ORD-1003")  # a run nobody started as a child: no parent to name
+    request = ApprovalRequest.objects.get(run=child)
+    parent_link = f'<a href="{reverse("durable:run-detail", args=[parent.id])}">test-claims-supervisor v1 · CASE-77</a>'
+    rows = viewer.get(inbox_url()).content.decode().split('<tr class="approval-row">')[1:]
+    [child_row] = [row for row in rows if "ORD-1001" in row]
+    assert f'<small class="parent-run">child of {parent_link}</small>' in child_row
+    assert [row for row in rows if "parent-run" in row] == [child_row]
+    page = viewer.get(detail_url(request)).content.decode()
+    assert (f'<dt>Parent run</dt><dd class="parent-run">this run is a child of {parent_link} '
+            '<span class="status status-waiting">WAITING</span></dd>') in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_inbox_reads_the_parent_runs_of_a_page_in_one_query(demo, viewer):
+    from tests.approvals.supervisor import supervised_claim
+
+    def reads_of_runs() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert viewer.get(inbox_url()).status_code == 200
+        return len([q for q in queries.captured_queries if 'FROM "durable_run"' in q["sql"]])
+
+    supervised_claim("ORD-1001", case="CASE-1")
+    viewer.get(inbox_url())  # the session's first page also keeps the operator's time zone
+    one = reads_of_runs()
+    supervised_claim("ORD-1003", case="CASE-3")
+    waiting_claim("ORD-1002")
+    assert reads_of_runs() == one

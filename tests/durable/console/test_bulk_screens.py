@@ -2,6 +2,7 @@
 which, and act on exactly the runs confirmed, each in the status it was seen in."""
 from __future__ import annotations
 
+import re
 import uuid
 from urllib.parse import urlencode
 
@@ -173,3 +174,22 @@ def test_the_result_links_the_audit_trail_filtered_to_the_batch_and_the_trail_sh
     assert trail.count("the campaign was withdrawn") == 2 and "one by one" not in trail
     refused = auditor.get(reverse("audit:trail"), {"bulk": "not-a-bulk-id"})
     assert refused.status_code == 400 and "Bulk id: a bulk id is 32 lowercase hexadecimal" in refused.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_all_runs_waiting_for_a_timer_takes_those_runs_only(console, tmp_path):
+    """The runs list's "Waiting for" filter is the bulk selection's too: never every run, as if unfiltered."""
+    from tests.durable.console.parked import parked
+
+    sleeping = parked("test-sleep", tmp_path, key="T")
+    listening = parked("test-wait-event", tmp_path, key="E", seconds=0)
+    rows = console.get(runs_url(), {"waiting": "timer"}).content.decode()
+    link = re.search(r'<a href="([^"]+)">Cancel all runs matching this filter…</a>', rows).group(1)
+    page = console.get(link.replace("&amp;", "&")).content.decode()
+    assert "All 1 run matching this filter: waiting timer." in page
+    assert confirmation_form(page) == f"{sleeping.id}:WAITING"
+    answer = console.post(reverse("durable:bulk-cancel"), {"runs": confirmation_form(page), "confirm": "on",
+                                                           "reason": "the campaign ended"})
+    assert answer.status_code == 200 and "Cancelled: 1" in answer.content.decode()
+    assert (Run.objects.get(id=sleeping.id).status, Run.objects.get(id=listening.id).status) == (
+        RunStatus.CANCELLED, RunStatus.WAITING)

@@ -232,3 +232,66 @@ def test_stuck_approvals_are_those_waiting_long_or_about_to_expire(demo):
 def test_the_overview_links_to_the_metrics_page(viewer):
     assert f'<a href="{reverse("metrics")}" class="metrics-link">Prometheus metrics</a>' in \
         viewer.get(overview_url()).content.decode()
+
+
+# Waiting runs: every waiting status counted, the parked ones due soonest and parked longest
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_runs_are_counted_in_every_waiting_status_and_link_to_exactly_those_runs(viewer, tmp_path):
+    from tests.durable.console.parked import parked
+
+    run_in(RunStatus.WAITING_APPROVAL, business_key="A")
+    run_in(RunStatus.WAITING_RETRY, business_key="R")
+    parked("test-sleep", tmp_path, key="T")
+    parked("test-wait-event", tmp_path, key="E", seconds=0)
+    run_in(RunStatus.RUNNING, business_key="X")
+    response = viewer.get(overview_url())
+    html = response.content.decode()
+    now = response.context["overview"].now
+    assert (now.waiting_total, now.parked_total) == (4, 2)
+    assert status_row("WAITING", 2) in html
+    waiting = re.search(r'<a href="([^"]+)" class="waiting-runs">4 runs</a>', html)
+    assert listed_runs(viewer, waiting.group(1).replace("&amp;", "&")) == 4
+    parked_links = re.search(r'<dd class="parked-runs">(.*?)</dd>', html, re.S).group(1)
+    links = dict((label, href) for href, label in re.findall(r'<a href="([^"]+)">([^<]+)</a>', parked_links))
+    assert [listed_runs(viewer, links[label]) for label in ("2", "timers", "events", "child runs")] == [2, 1, 1, 0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_parked_runs_due_soonest_and_parked_longest_are_named_with_what_they_wait_for(viewer, tmp_path):
+    from tests.durable.console.parked import parked
+
+    later = parked("test-sleep", tmp_path, key="LATER", seconds=7200)
+    sooner = parked("test-wait-event", tmp_path, key="SOONER", seconds=600)
+    forever = parked("test-wait-event", tmp_path, key="FOREVER", seconds=0)  # no due time: never "due soonest"
+    Run.objects.filter(id=forever.id).update(updated_at=timezone.now() - timedelta(days=3))
+    html = viewer.get(overview_url()).content.decode()
+    due = re.search(r'<ul class="due-soonest">(.*?)</ul>', html, re.S).group(1)
+    assert re.findall(r"· (\w+)</a>", due) == ["SOONER", "LATER"]
+    assert re.search(r"SOONER</a>: event reply, (9|10) min( \d+ s)? left", due), due
+    longest = re.search(r'<ul class="parked-longest">(.*?)</ul>', html, re.S).group(1)
+    assert re.findall(r"· (\w+)</a>", longest)[0] == "FOREVER"
+    assert "FOREVER</a>: event reply, no deadline, since" in longest and "3 days ago" in longest
+    assert detail_url(sooner) in due and detail_url(later) in due
+
+
+def test_without_parked_runs_the_overview_names_none(viewer):
+    run_in(RunStatus.WAITING_RETRY)
+    html = viewer.get(overview_url()).content.decode()
+    assert "due-soonest" not in html and "parked-longest" not in html
+    assert 'class="waiting-runs">1 run</a>' in html
+
+
+def test_parked_runs_are_counted_up_to_a_bound_and_over_it_the_overview_says_over(viewer, monkeypatch):
+    """Parked runs can be millions: the overview reads no more than PARKED_COUNTED + 1 of them to count."""
+    from durable.console import overview
+
+    monkeypatch.setattr(overview, "PARKED_COUNTED", 2)
+    for n in range(4):
+        run_in(RunStatus.WAITING, business_key=f"P-{n}")
+    run_in(RunStatus.WAITING_RETRY)
+    html = viewer.get(overview_url()).content.decode()
+    assert status_row("WAITING", "over 2") in html and status_row("WAITING_RETRY", 1) in html
+    assert 'class="waiting-runs">over 3 runs</a>' in html
+    assert re.search(r'<dd class="parked-runs"><a href="[^"]+">over 2</a>', html)

@@ -1,4 +1,5 @@
 """The console's runs list: filters, keyset pages, htmx fragments."""
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -168,3 +169,78 @@ def test_runs_created_at_the_same_instant_are_paged_by_id_without_loss_or_repeat
 def test_a_forged_page_marker_asks_to_start_again(viewer):
     html = viewer.get(runs_url(), {"after": "yesterday"}).content.decode()
     assert "Page: not a page of this list; start again from the first page" in html
+
+
+# Waiting runs: the statuses that wait, and what a parked run waits for
+
+
+@pytest.fixture
+def waiting_runs(tmp_path):
+    """One run in each waiting status, parked on each kind of wait, and a running one."""
+    from tests.durable.console.parked import parked
+
+    return {"approval": run_in(RunStatus.WAITING_APPROVAL, business_key="A"),
+            "retry": run_in(RunStatus.WAITING_RETRY, business_key="R"),
+            "timer": parked("test-sleep", tmp_path, key="T", seconds=7200),
+            "event": parked("test-wait-event", tmp_path, key="E", seconds=0, names=["reply", "declined"]),
+            "child": parked("test-parent", tmp_path, key="C", children=2),
+            "running": run_in(RunStatus.RUNNING, business_key="X")}
+
+
+def listed(client, **query) -> list[str]:
+    return [run.business_key for run in client.get(runs_url(), query).context["runs"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_any_waiting_lists_the_runs_in_every_waiting_status(viewer, waiting_runs):
+    page = viewer.get(runs_url()).content.decode()
+    assert '<option value="WAITING_APPROVAL,WAITING_RETRY,WAITING" >any waiting</option>' in page
+    assert sorted(listed(viewer, status="WAITING_APPROVAL,WAITING_RETRY,WAITING")) == ["A", "C", "E", "R", "T"]
+    assert sorted(listed(viewer, status="WAITING")) == ["C", "E", "T"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_for_a_timer_an_event_or_child_runs_lists_the_runs_parked_on_it(viewer, waiting_runs):
+    assert (listed(viewer, waiting="timer"), listed(viewer, waiting="event"), listed(viewer, waiting="child")) == (
+        ["T"], ["E"], ["C"])
+    page = viewer.get(runs_url(), {"waiting": "event"}).content.decode()
+    assert '<option value="event" selected>an event</option>' in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parked_runs_row_says_what_it_waits_for_and_the_time_left(viewer, waiting_runs):
+    html = viewer.get(runs_url()).content.decode()
+    rows = {key.group(1): row for row in html.split('<tr class="run-row">')[1:]
+            if (key := re.search(r"<td>([A-Z])</td>", row))}  # the parent's children are listed too
+    assert '<span class="status status-waiting">WAITING</span>' in rows["T"]
+    assert re.search(r'<small class="waits-for">timer, 1 h 59 min left</small>', rows["T"]), rows["T"]
+    assert '<small class="waits-for">event reply or declined, no deadline</small>' in rows["E"]
+    assert '<small class="waits-for">2 child runs</small>' in rows["C"]
+    assert "waits-for" not in rows["A"] + rows["R"] + rows["X"]
+
+
+def test_an_unknown_kind_of_wait_is_named_and_shows_no_runs(viewer):
+    run_in(RunStatus.PENDING)
+    response = viewer.get(runs_url(), {"waiting": "approval"})
+    assert 'Waiting: &quot;approval&quot; is not a valid choice.' in response.content.decode()
+    assert response.context["runs"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_runs_list_reads_as_many_queries_for_many_parked_runs_as_for_one(viewer, tmp_path):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.durable.console.parked import parked
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert viewer.get(runs_url(), {"status": "WAITING"}).status_code == 200
+        return len(captured.captured_queries)
+
+    parked("test-sleep", tmp_path, key="T-0")
+    queries()  # the first page of a session also keeps the operator's time zone in it
+    one = queries()
+    for n in range(1, 6):
+        parked("test-wait-event" if n % 2 else "test-sleep", tmp_path, key=f"T-{n}", seconds=0 if n % 2 else 60)
+    assert queries() == one

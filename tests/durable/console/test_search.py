@@ -237,3 +237,16 @@ def test_a_fragment_search_reads_the_trigram_index_on_postgres():
     query = RunSearch.objects.filter(Q(business_key__contains="ord-1234") | Q(field_text__contains="ord-1234"))
     plan = query.order_by("-created_at", "-run_id")[:51].explain()
     assert "run_search_business_key" in plan and "run_search_fields" in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parked_runs_are_found_with_their_waiting_status(viewer, tmp_path):
+    from tests.durable.console.parked import parked
+
+    sleeping = parked("test-sleep", tmp_path, key="CASE-4711-a")
+    parked("test-parent", tmp_path, key="CASE-4711-b")  # and its child, whose business key is its own
+    response = viewer.get(search_url(), {"q": "case-4711"})
+    assert listed(response) == ["CASE-4711-b", "CASE-4711-a"]
+    html = response.content.decode()
+    assert html.count('<span class="status status-waiting">WAITING</span>') == 2
+    assert viewer.get(search_url(), {"q": str(sleeping.id)})["Location"] == detail_url(sleeping)
