@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from durable.engine.costs import COST_DECIMALS, COST_DIGITS
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL as ENDED
 from durable.engine.states import RunStatus
@@ -52,6 +54,17 @@ class Run(models.Model):
                                      help_text="when retention deleted its older checkpoints and its journal")
     one_active_per_business_key = models.BooleanField(  # db_default too: the bench seeds runs with raw SQL
         default=False, db_default=False, help_text="its workflow allows one active run per business key (on_active_business_key)")
+    # What its model calls used (durable/engine/costs.py): added by the fenced write that records each call, so a
+    # result reused on replay is never counted again. Not indexed: a step's UPDATE stays heap-only.
+    input_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cost = models.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, default=Decimal(0),
+                               db_default=Decimal(0), help_text="of its priced model calls (DURABLE_LLM_PRICES)")
+    unpriced_tokens = models.PositiveBigIntegerField(default=0, db_default=0,
+                                                     help_text="of model calls whose model has no price: cost unknown")
+    # Its budget: the workflow's when it started (Workflow.budget), raised by an operator; NULL: no limit.
+    budget_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    budget_cost = models.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -88,6 +101,7 @@ class Run(models.Model):
             # may lack a step the current version has, such as an approval) is a separate, audited permission,
             # given to no role: superusers and explicit grants only.
             ("start_older_version", "Can start a run on an older workflow version than the current one"),
+            ("raise_budget", "Can raise the budget of a run stopped by it"),
         ]
 
     def __str__(self) -> str:
