@@ -16,6 +16,7 @@ COST_DIGITS, COST_DECIMALS = 20, 10  # the database's numeric(20, 10): up to 10^
 COST_PLACES = Decimal(1).scaleb(-COST_DECIMALS)
 MAX_COST = Decimal(10) ** (COST_DIGITS - COST_DECIMALS)
 MODEL_MAX_LENGTH = 200
+MAX_TOKENS = 2**63 - 1  # the database's bigint
 # A dated snapshot of a model the table prices by its name: gpt-4o-mini-2024-07-18, claude-sonnet-4-5-20250929,
 # gpt-4-0613. Only such a suffix: "gpt-4o" must never price "gpt-4o-mini".
 SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)$")
@@ -45,9 +46,9 @@ def decimal_text(amount: Decimal) -> str:
 
 
 def whole(value: Any, *, what: str, least: int = 0) -> int:
-    """A count of tokens: an int of at least `least` (a bool is not one)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{what} must be a whole number of at least {least}, not {value!r}")
+    """A count of tokens: an int of at least `least` (a bool is not one), that a bigint column holds."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_TOKENS:
+        raise ValueError(f"{what} must be a whole number from {least} to {MAX_TOKENS:,}, not {value!r}")
     return int(value)
 
 
