@@ -22,6 +22,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
+from durable import budgets
 from durable.errors import Conflict, InvalidInput
 from durable.api.filters import filter_runs
 from durable.console import bulk, live, selectors
@@ -46,6 +47,7 @@ from durable.permissions import can_see_contents, contents_required, permission_
 
 VIEW = "durable.view_run"
 PAGE = 50
+ORDER_LABELS = {"newest": "newest first", "cost": "most expensive first", "tokens": "most tokens first"}
 
 
 def metrics_url() -> str | None:
@@ -80,14 +82,17 @@ def runs(request: ConsoleRequest) -> HttpResponse:
     if not query.is_valid():
         return _runs_answer(request, [], query.errors)
     params = query.validated_data
-    found = selectors.runs_page(filter_runs(Run.objects.all(), params), params.get("after"), PAGE)
-    return _runs_answer(request, found, {})
+    order = params.get("order") or "newest"
+    found = selectors.runs_page(filter_runs(Run.objects.all(), params), params.get("after"), PAGE, order)
+    return _runs_answer(request, found, {}, order)
 
 
-def _runs_answer(request: ConsoleRequest, found: list[Run], errors: dict[str, Any]) -> HttpResponse:
+def _runs_answer(request: ConsoleRequest, found: list[Run], errors: dict[str, Any],
+                 order: str = "newest") -> HttpResponse:
     path = reverse("durable:runs")
-    next_page = next_page_link(request, path, found, PAGE, page_marker)
+    next_page = next_page_link(request, path, found, PAGE, lambda run: page_marker(run, order))
     context = {"runs": found[:PAGE], "errors": errors, "filters": request.GET, "statuses": list(RunStatus),
+               "orders": ORDER_LABELS,
                "next_page": next_page, "first_page": page_link(request, path, None) if request.GET.get("after") else "",
                "bulk_offered": bulk.offered(request.user), "bulk_query": bulk.filter_query(request)}
     return fragment_or_page(request, "durable/_run_rows.html", "durable/runs.html", context)
@@ -117,7 +122,7 @@ def checkpoint_state(request: ConsoleRequest, run_id: UUID, seq: int) -> HttpRes
 def act(request: ConsoleRequest, run_id: UUID, action: str) -> HttpResponse:
     spec = ACTIONS[action]  # the URLs name only known actions
     if not request.user.has_perm(spec.permission):
-        raise PermissionDenied(f"you may not {action} runs")
+        raise PermissionDenied(f"you may not {spec.label.lower()}: that needs the {spec.permission} permission")
     run = _run(run_id)
     form = spec.form(run, request.POST)
     if not form.is_valid():
@@ -162,6 +167,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
         "contents": contents,
         "timeline": run_timeline(run) if contents else [],
         "side_effects": run.side_effects.all() if contents else [],
+        "visit_spending": budgets.by_visit(run) if contents else [],  # what each step visit's model calls used
         "graph": run_graph(run),  # drawn from the topology the run is pinned to, with its visits
         "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
         **_panel(request, run, **panel),

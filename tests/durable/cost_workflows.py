@@ -111,3 +111,21 @@ group_budget = register(Workflow(name="test-model-group-budget", version=1, stat
                                  retry=FAST_RETRY, budget=Budget(tokens=100)))
 group_budget.step(warm_up)
 group_budget.step(ask_together)
+
+
+def stopped_by_budget(calls_file: str, business_key: str = "COST-1") -> Any:
+    """A run of test-token-budget that its budget stopped before its fourth model call: NEEDS_ATTENTION, 360 tokens
+    used of 300, three step visits of `think` with one model call each."""
+    from django.test import override_settings
+
+    from durable import services
+    from durable.models import Run
+    from durable.runtime import executor
+
+    with override_settings(DURABLE_LLM_PRICES=PRICES):
+        run, _ = services.start_run(workflow="test-token-budget", input={"calls_file": calls_file, "rounds": 5},
+                                    business_key=business_key)
+        executor.advance(run.id)
+    run = Run.objects.get(id=run.id)
+    assert run.status == "NEEDS_ATTENTION" and run.error["kind"] == "budget_exhausted", run.error
+    return run
