@@ -1,6 +1,7 @@
 """Settings for durable's standalone project. Everything a deployment changes comes from the environment."""
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -307,13 +308,17 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # this project sets only what it changes, and takes any of them from an environment variable
 # of the same name (DURABLE_LEASE_SECONDS=120). DURABLE_QUEUE names the Celery queue above.
 DURABLE_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent"]
+# What model calls cost, per million tokens (docs/workflows.md, "Model calls and budgets"): the demo's scripted
+# support model is priced as the model it stands in for, so the demo shows what each run would cost.
+DURABLE_LLM_PRICES = {"gpt-4o-mini": {"input": "0.15", "output": "0.60"},
+                      "scripted-support": {"input": "0.15", "output": "0.60"}}
 
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:
     """The durable settings the environment sets, read as the type each one is."""
     read: dict[str, Callable[[str], object]] = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
             "flag": lambda v: v.strip().lower() in {"1", "true", "yes", "on"},
-            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()]}
+            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()], "prices": json.loads}
     found: dict[str, object] = {}
     for name, spec in names.items():
         if not environ.get(name, "").strip() or name in ("DURABLE_QUEUE", "DURABLE_METRICS_DIR"):
