@@ -1,7 +1,6 @@
 """What the run screens accept: the runs list's query, and an operator's confirmed action on a run."""
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
 
