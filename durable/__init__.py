@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 # Each public name and the module that owns it: what a workflow module imports to declare its workflows
 # (Workflow, register, RetryPolicy, Migration), its approvals (Revalidation), its downstream adapters
-# (register_downstream, Downstream, Capabilities, DownstreamOutcome, Classification, classify) and its errors.
+# (register_downstream, Downstream, Capabilities, DownstreamOutcome, Classification, classify), its model calls'
+# usage and budget (Usage, Budget) and its errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
+    "Budget": "durable.engine.costs",
     "Capabilities": "durable.engine.ledger",
     "ChildRun": "durable.engine.waits",
     "ChildRunFailed": "durable.engine.errors",
@@ -35,6 +37,7 @@ _PUBLIC = {
     "RouteNotChosen": "durable.engine.errors",
     "UndeclaredRoute": "durable.engine.errors",
     "UntrustedOutputRefused": "durable.engine.untrusted",
+    "Usage": "durable.engine.costs",
     "WrongThread": "durable.engine.errors",
     "bound_to_run": "durable.engine.untrusted",
     "classify": "durable.engine.errors",
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     from durable.downstream import DownstreamOutcome as DownstreamOutcome
     from durable.downstream import register_downstream as register_downstream
     from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
+    from durable.engine.costs import Budget as Budget
+    from durable.engine.costs import Usage as Usage
     from durable.engine.approvals import Revalidation as Revalidation
     from durable.engine.errors import ActivityError as ActivityError
     from durable.engine.errors import ChildRunFailed as ChildRunFailed

@@ -23,7 +23,7 @@ from django.conf import settings
 @dataclass(frozen=True)
 class Setting:
     default: Any
-    kind: str  # "seconds", "number", "count", "flag", "text", "url", "modules", "path"
+    kind: str  # "seconds", "number", "count", "flag", "text", "url", "modules", "path", "prices"
     meaning: str
     optional: bool = False  # None is allowed (and is the default)
 
@@ -133,6 +133,11 @@ SETTINGS: dict[str, Setting] = {
                                     "claims agent's planner, the support agent); empty: their scripted models."),
     "DURABLE_LLM_API_KEY": Setting("", "text", "The API key for DURABLE_LLM_BASE_URL."),
     "DURABLE_LLM_MODEL": Setting("gpt-4o-mini", "text", "The model the demo's agents ask for."),
+    # What model calls cost (docs/workflows.md, "Model calls and budgets").
+    "DURABLE_LLM_PRICES": Setting({}, "prices", "Each model's price per million input and output tokens, as "
+                                  "decimal strings: `{\"gpt-4o-mini\": {\"input\": \"0.15\", \"output\": "
+                                  "\"0.60\"}}`. A dated snapshot (`gpt-4o-mini-2024-07-18`) takes its model's "
+                                  "price; a model not listed counts its tokens with its cost unknown."),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -183,4 +188,11 @@ def problem(name: str, value: Any) -> str | None:
 
         if not isinstance(value, (str, PathLike)):
             return f"must be a path, not {type(value).__name__} {value!r}"
+    elif kind == "prices":
+        from durable.engine.costs import PriceTable
+
+        try:
+            PriceTable.parse(value)
+        except ValueError as exc:
+            return str(exc)
     return None

@@ -19,6 +19,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from durable.budgets import WAITING_ON_BUDGET
 from durable.conf import durable_settings
 from durable import metrics
 from durable.engine.ledger import OperationStatus
@@ -59,6 +60,10 @@ class DatabaseGauges(Collector):
                                     "Operations UNKNOWN now, waiting for an operator's resolution")
         unknown.add_metric([], SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count())
         yield unknown
+        over_budget = GaugeMetricFamily("runs_waiting_on_budget", "Runs their budget stopped before a model call, "
+                                        "waiting now for an operator to raise it or cancel them")
+        over_budget.add_metric([], Run.objects.filter(WAITING_ON_BUDGET).count())  # NEEDS_ATTENTION: few rows
+        yield over_budget
 
 
 def checkpoint_ages(now: datetime) -> GaugeMetricFamily:

@@ -27,6 +27,9 @@ FIELD_LABELS: dict[str, str] = {
     "time_zone": "Time zone", "from_browser": "Sent by the browser",
     # bulk actions and notifications
     "runs": "Runs", "events": "Events", "channels": "Channels",
+    # what runs cost
+    "tokens": "Token budget", "cost": "Cost budget", "cost_min": "Cost at least", "tokens_min": "Tokens at least",
+    "order": "Order", "waiting_on_budget": "Waiting on budget",
 }
 
 

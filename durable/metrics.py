@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, multiproces
 from prometheus_client.mmap_dict import MmapedDict
 
 from durable.conf import durable_settings
+from durable.engine.costs import PricedUsage
 from durable.engine.ledger import DECISIONS
 
 
@@ -71,6 +72,19 @@ EVENTS_RECEIVED = Counter(
     "event_received_total", "Events from outside put in a run's mailbox (duplicate: sent again with the same "
     "Idempotency-Key, kept once)", ("workflow", "outcome"))
 
+# Model calls (durable/engine/costs.py), counted once each, when the answer is recorded: a result reused on replay is
+# not new spending. `model` is what the call's usage names, a model the team chose to call (bounded like actions).
+LLM_TOKENS = Counter(
+    "llm_tokens_total", "Tokens model calls used, by kind (input, output)", ("workflow", "model", "kind"))
+LLM_COST = Counter(
+    "llm_cost_total", "What priced model calls cost, in the currency of DURABLE_LLM_PRICES", ("workflow", "model"))
+LLM_UNPRICED_TOKENS = Counter(
+    "llm_unpriced_tokens_total", "Tokens of model calls whose model has no price in DURABLE_LLM_PRICES: their cost "
+    "is unknown, and not in llm_cost_total", ("workflow", "model"))
+BUDGETS_EXHAUSTED = Counter(
+    "llm_budget_exhausted_total", "Runs stopped before a model call by their budget: each waits in NEEDS_ATTENTION "
+    "for an operator to raise it or cancel the run", WORKFLOW)
+
 DUPLICATES_PREVENTED = Counter(
     "side_effect_duplicate_prevented_total", "Side effects re-entered after they succeeded: the recorded "
     "result was returned and nothing was sent", ("action",))
@@ -93,7 +107,7 @@ START_RUN = "start_run"  # the idempotency_key_hit_total action of the API's sta
 WAIT_KINDS = ("timer", "event", "child")
 BLOCK_REASONS = ("version_missing", "topology_changed", "release_changed", "schema_unreadable", "replay_violation")
 PER_WORKFLOW = (WORKFLOW_RESUMES, RESUME_LATENCY, CHECKPOINT_RESTORE_FAILURES, REPLAYED_STEPS, REUSED_RESULTS,
-                ACTIVITY_RETRIES, RETRIES_EXHAUSTED, NON_RETRYABLE_FAILURES, STEP_BUDGETS_EXHAUSTED)
+                ACTIVITY_RETRIES, RETRIES_EXHAUSTED, NON_RETRYABLE_FAILURES, STEP_BUDGETS_EXHAUSTED, BUDGETS_EXHAUSTED)
 PER_ACTION = (DUPLICATES_PREVENTED, IDEMPOTENCY_KEY_HITS, UNKNOWN_OPERATIONS)
 _declared: set[tuple[str, int]] = set()
 
@@ -146,6 +160,18 @@ def wait_started(workflow: str, version: int, kind: str) -> None:
 
 def event_received(workflow: str, duplicate: bool) -> None:
     EVENTS_RECEIVED.labels(workflow, "duplicate" if duplicate else "delivered").inc()
+def model_called(workflow: str, priced: PricedUsage) -> None:
+    usage = priced.usage
+    LLM_TOKENS.labels(workflow, usage.model, "input").inc(usage.input_tokens)
+    LLM_TOKENS.labels(workflow, usage.model, "output").inc(usage.output_tokens)
+    if priced.cost is None:
+        LLM_UNPRICED_TOKENS.labels(workflow, usage.model).inc(usage.tokens)
+    else:
+        LLM_COST.labels(workflow, usage.model).inc(float(priced.cost))  # a sample is a float; the run keeps Decimal
+
+
+def budget_exhausted(workflow: str, version: int) -> None:
+    BUDGETS_EXHAUSTED.labels(workflow, str(version)).inc()
 
 
 def duplicate_prevented(action: str) -> None:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from durable.engine.costs import COST_DECIMALS, COST_DIGITS
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL as ENDED
 from durable.engine.states import RunStatus
@@ -59,6 +61,17 @@ class Run(models.Model):
     trace_parent = models.CharField(  # durable/tracing: its trace's root, for every worker task of its life
         max_length=55, blank=True, default="", db_default="",
         help_text="the W3C traceparent of the run's root span when its start was traced (DURABLE_OTEL); else empty")
+    # What its model calls used (durable/engine/costs.py): added by the fenced write that records each call, so a
+    # result reused on replay is never counted again. Not indexed: a step's UPDATE stays heap-only.
+    input_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    cost = models.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, default=Decimal(0),
+                               db_default=Decimal(0), help_text="of its priced model calls (DURABLE_LLM_PRICES)")
+    unpriced_tokens = models.PositiveBigIntegerField(default=0, db_default=0,
+                                                     help_text="of model calls whose model has no price: cost unknown")
+    # Its budget: the workflow's when it started (Workflow.budget), raised by an operator; NULL: no limit.
+    budget_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    budget_cost = models.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -98,6 +111,7 @@ class Run(models.Model):
             # given to no role: superusers and explicit grants only.
             ("start_older_version", "Can start a run on an older workflow version than the current one"),
             ("send_event", "Can send events to runs"),
+            ("raise_budget", "Can raise the budget of a run stopped by it"),
         ]
 
     def __str__(self) -> str:

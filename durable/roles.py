@@ -16,14 +16,15 @@ TOKENS = ("durable.manage_apitoken",)  # create and revoke anyone's API tokens (
 NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdelivery", "durable.view_deliveryattempt")
 STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
          "durable.send_event")  # an event wakes a waiting run: steering it, like a retry
+SPEND = ("durable.raise_budget",)  # let a run stopped by its budget spend more on model calls
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
 ROLES: dict[str, tuple[str, ...]] = {
     VIEWER: VIEW,  # read everything
     APPROVER: VIEW + DECIDE,  # decide approvals
     RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
-    OPERATOR: VIEW + STEER,  # start, cancel, retry, resume, migrate runs
-    ADMIN: VIEW + DECIDE + RESOLVE + STEER + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
+    OPERATOR: VIEW + STEER + SPEND,  # start, cancel, retry, resume, migrate runs; raise a run's budget
+    ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
 }
 
 

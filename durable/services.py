@@ -7,12 +7,12 @@ from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
 from durable.permissions import Caller
-from durable import fleet, metrics, tracing
+from durable import budgets, fleet, metrics, tracing
 from durable.audit import acting_user, audit
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.runtime import dispatch, wakes
@@ -94,7 +94,8 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
     try:
         with transaction.atomic():
             run = Run.objects.create(
-                **definition.contract(), business_key=business_key, idempotency_key=idempotency_key or None,
+                **definition.contract(), **definition.budget_fields(), business_key=business_key,
+                idempotency_key=idempotency_key or None,
                 one_active_per_business_key=policy.one_active_run,
                 start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
                 created_by_id=_creator(user, parent_run_id), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
@@ -201,8 +202,10 @@ class Batch:
 
 def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[RunStatus], action: str,
                 user: Caller | None, source: str, reason: str, fields: dict[str, Any],
-                then: Callable[[Run], dict[str, Any] | None] | None = None, batch: Batch | None = None) -> Run:
-    """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited."""
+                then: Callable[[Run], dict[str, Any] | None] | None = None, batch: Batch | None = None,
+                where: Q | None = None) -> Run:
+    """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited; `where` is more of the
+    condition (what the run waits on, say), checked in the same UPDATE."""
     run = Run.objects.filter(id=run_id).first()
     if run is None:
         raise Run.DoesNotExist(f"no run {run_id}")
@@ -215,7 +218,7 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
     with transaction.atomic():
         try:
             with transaction.atomic():
-                updated = Run.objects.filter(id=run.id, status=before).update(
+                updated = Run.objects.filter(where or Q(), id=run.id, status=before).update(
                     status=target, updated_at=timezone.now(), **fields)
         except IntegrityError:  # a FAILED run retried after another run of its business key started
             raise Conflict(f"cannot {action} this run: another run of {run.workflow_name} for business key "
@@ -366,4 +369,26 @@ def resume_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: 
     return _transition(
         run_id, target=RunStatus.PENDING, allowed=allowed, action="resume", user=user, source=source, reason=reason,
         fields={"error": None, "enqueued_at": timezone.now()},
+    )
+
+
+def raise_budget(*, run_id: UUID | str, user: Caller | None, source: str, reason: str = "", tokens: Any = None,
+                 cost: Any = None) -> Run:
+    """Raise the budget of a run its budget stopped (it waits in NEEDS_ATTENTION): the run goes on from the visit
+    it stopped in, which reuses what it recorded and makes the model call it stopped before. A 409 (Conflict) when
+    the run no longer waits on its budget; InvalidInput naming a limit that is not raised enough."""
+    run = Run.objects.filter(id=run_id).first()
+    if run is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    if not budgets.waiting_on_budget(run):
+        raise Conflict(f"the run is {run.status} and does not wait on its budget: there is nothing to raise",
+                       current=run.status)
+    before, raised = budgets.budget_of(run), budgets.raised_budget(run, tokens=tokens, cost=cost)
+    detail = {"budget_before": before.as_json() if before else None, "budget_after": raised.as_json(),
+              "spent": budgets.spent(run).as_json()}
+    return _transition(
+        run_id, target=RunStatus.PENDING, allowed=frozenset({RunStatus.NEEDS_ATTENTION}), action="raise_budget",
+        user=user, source=source, reason=reason, where=budgets.WAITING_ON_BUDGET, then=lambda _: detail,
+        fields={"budget_tokens": raised.tokens, "budget_cost": raised.cost, "error": None,
+                "enqueued_at": timezone.now()},
     )

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.contract import PINNABLE, Contract, Upcaster
+from durable.engine.costs import Budget
 from durable.engine.fingerprint import StepShape, topology_fingerprint
 from durable.engine.graph import Graph, Route
 from durable.engine.topology import shapes_to_json
@@ -72,6 +73,9 @@ class Workflow:
     max_visits: int | None = None
     # Event name -> the pydantic model its payload must match (checked when it is sent: 400 naming the field).
     events: dict[str, type[BaseModel]] = field(default_factory=dict)
+    # The most a run may spend on model calls (tokens, money or both); None: no limit. A run keeps the budget it
+    # started with; an operator may raise it (docs/workflows.md, "Model calls and budgets").
+    budget: Budget | None = None
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[Any], BaseModel] | None = None
     _output: Callable[[Any], Any] | None = None
@@ -137,6 +141,8 @@ class Workflow:
         if self.max_visits is not None and (isinstance(self.max_visits, bool) or not isinstance(self.max_visits, int)
                                             or self.max_visits < 1):
             raise ValueError(f"max_visits must be a whole number of at least 1, not {self.max_visits!r}")
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise ValueError(f"budget must be a durable.Budget(tokens=..., cost=...), not {self.budget!r}")
 
     # What the executor asks of a workflow.
 
@@ -171,6 +177,11 @@ class Workflow:
     def step_budget(self, default: int) -> int:
         """The most step visits a run of this workflow may make: its own max_visits, else `default`."""
         return self.max_visits if self.max_visits is not None else default
+
+    def budget_fields(self) -> dict[str, Any]:
+        """What a new run records of the budget (its own from then on: raised by an operator, never by a deploy)."""
+        budget = self.budget
+        return {"budget_tokens": budget.tokens if budget else None, "budget_cost": budget.cost if budget else None}
 
     def as_contract(self) -> Contract:
         return Contract(self.name, self.version, self.fingerprint, self.topology,

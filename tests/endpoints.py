@@ -5,6 +5,7 @@ finds with their own case lists and fail when a route is missing from them.
 """
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from tests.conftest import api_token, user_with_roles
 from tests.durable import version_workflows as vw
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import run_in
+from tests.durable.cost_workflows import stopped_by_budget
 from tests.audit import operator_actions
 
 START = {"workflow": "claims-agent", "business_key": "ORD-1002",
@@ -102,6 +104,7 @@ class World:
     operation: SideEffect
     failed: Run  # FAILED: may be retried
     blocked: Run  # BLOCKED_VERSION on test-versioned v1 at step b: may be resumed, or migrated to v2
+    over_budget: Run  # NEEDS_ATTENTION, stopped by its budget of 300 tokens: its budget may be raised
     token: ApiToken  # the owner's API token: revoked only by them or a holder of durable.manage_apitoken
 
     def url(self, route_name: str, run: Run | None = None) -> str:
@@ -125,8 +128,11 @@ def build_world(sandbox: Any) -> World:
                     error={"kind": "bug", "message": "it broke"})
     blocked = run_in(RunStatus.BLOCKED_VERSION, workflow=vw.NAME, version=1, current_step="b", business_key="blocked",
                      created_by=owner, error={"kind": "version_missing", "message": "no test-versioned v1 here"})
+    over_budget = stopped_by_budget(tempfile.mkstemp(prefix="durable-over-budget-")[1], business_key="over-budget")
+    Run.objects.filter(id=over_budget.id).update(created_by=owner)
     owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
-    return World(owner, waiting, approval, attention, operation, failed, blocked, ApiToken.objects.get(user=owner))
+    return World(owner, waiting, approval, attention, operation, failed, blocked, over_budget,
+                 ApiToken.objects.get(user=owner))
 
 
 def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
@@ -138,6 +144,7 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:run-retry": (world.failed, reason),
         "api:run-resume": (world.blocked, reason),
         "api:run-migrate": (world.blocked, {"to_version": 2, **reason}),
+        "api:run-budget": (world.over_budget, {"tokens": 1000, **reason}),
         "api:run-migrate-blocked": (None, {"workflow": vw.NAME, "from_version": 1, "to_version": 2, **reason}),
         "api:run-bulk": (None, {"action": "cancel", "run_ids": [str(world.waiting.id)], **reason}),
         "api:run-events": (world.waiting, {"name": "customer_reply", "payload": {"text": "yes, refund it"}}),
@@ -159,6 +166,7 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "durable:run-retry": (world.failed, confirmed),
         "durable:run-resume": (world.blocked, confirmed),
         "durable:run-migrate": (world.blocked, {"to_version": "2", **confirmed}),
+        "durable:run-budget": (world.over_budget, {"tokens": "1000", **confirmed}),
         "durable:bulk-cancel": (None, {"runs": f"{world.waiting.id}:{world.waiting.status}", **confirmed}),
         "durable:bulk-retry": (None, {"runs": f"{world.failed.id}:{world.failed.status}", **confirmed}),
         "approvals:decide": (None, {"verdict": "approve", "snapshot_hash": world.approval.snapshot_hash}),
@@ -180,7 +188,8 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
 def written() -> dict[str, Any]:
     """What the database holds, for a before/after comparison: a refused request changes none of it."""
     return {
-        "runs": sorted(Run.objects.values_list("id", "status", "workflow_version", "checkpoint_seq")),
+        "runs": sorted(Run.objects.values_list("id", "status", "workflow_version", "checkpoint_seq", "budget_tokens",
+                                               "budget_cost")),
         "checkpoints": Checkpoint.objects.count(),
         "journal": JournalEntry.objects.count(),
         "side_effects": sorted(SideEffect.objects.values_list("operation_id", "status", "attempts")),

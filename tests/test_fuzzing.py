@@ -95,6 +95,7 @@ FORM_FIELDS = {
     "durable:run-retry": ["reason", "confirm"],
     "durable:run-resume": ["reason", "confirm"],
     "durable:run-migrate": ["reason", "confirm", "to_version"],
+    "durable:run-budget": ["reason", "confirm", "tokens", "cost"],
     "durable:bulk-cancel": ["runs", "reason", "confirm"],
     "durable:bulk-retry": ["runs", "reason", "confirm"],
     "approvals:decide": ["verdict", "reason", "snapshot_hash"],

@@ -69,7 +69,7 @@ def api(admin) -> Client:
 API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
     "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
-    "api:event-list",
+    "api:event-list", "api:run-budget",
 ]
 
 
@@ -81,6 +81,8 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:run-retry": [("reason", {"why": "checked"})],
     "api:run-resume": [("reason", True)],
     "api:run-migrate": [("to_version", "two"), ("reason", ["checked"])],
+    "api:run-budget": [("tokens", "many"), ("tokens", 1.5), ("cost", ["1"]), ("cost", "NaN"), ("cost", "1e999"),
+                       ("reason", ["checked"])],
     "api:run-migrate-blocked": [("workflow", [vw.NAME]), ("from_version", "one"), ("to_version", 2.5),
                                 ("reason", {"why": "r"})],
     "api:run-bulk": [("action", ["cancel"]), ("reason", {"why": "r"}), ("run_ids", "not a list"),
@@ -98,7 +100,7 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
 TEXT_FIELDS: dict[str, list[str]] = {
     "api:run-list": ["workflow", "business_key", "idempotency_key", "input"],
     "api:run-cancel": ["reason"], "api:run-retry": ["reason"], "api:run-resume": ["reason"],
-    "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"],
+    "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"], "api:run-budget": ["reason"],
     "api:run-bulk": ["reason"],
     "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],
     "api:operation-resolve": ["external_ref", "reason", "result"],
@@ -285,8 +287,8 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 # The console: every page that takes a POST
 
 CONSOLE_FORMS = [
-    "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:bulk-cancel",
-    "durable:bulk-retry", "approvals:decide",
+    "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:run-budget",
+    "durable:bulk-cancel", "durable:bulk-retry", "approvals:decide",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
     "durable:login", "durable:logout",
     "durable:notifications",
@@ -353,12 +355,18 @@ def test_a_console_post_with_too_many_fields_is_a_400_page_naming_the_limit(worl
     assert written() == before and is_logged_in(client) == session_before
 
 
-RUN_ACTIONS = ["durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate"]
+RUN_ACTIONS = ["durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate",
+               "durable:run-budget"]
 # (form, fields replaced, what the 400 page says)
 MALFORMED_FORMS = [
     *((action, {"reason": "a\x00b"}, "Null characters are not allowed") for action in RUN_ACTIONS),
     ("durable:run-migrate", {"to_version": "two"}, "Select a valid choice"),
     ("durable:run-migrate", {"to_version": "99"}, "Select a valid choice"),
+    ("durable:run-budget", {"tokens": "many"}, "Enter a whole number"),
+    ("durable:run-budget", {"tokens": "9" * 30}, "Ensure this value is less than or equal to"),
+    ("durable:run-budget", {"cost": "NaN"}, "Enter a number"),
+    ("durable:run-budget", {"cost": "1e999"}, "Ensure that there are no more than"),
+    ("durable:run-budget", {"tokens": "300"}, "above the run&#x27;s token budget"),
     ("approvals:decide", {"verdict": "maybe"}, "Select a valid choice"),
     ("approvals:decide", {"snapshot_hash": "<script>"}, "the page did not say which snapshot you saw"),
     ("approvals:decide", {"reason": "a\x00b"}, "Null characters are not allowed"),

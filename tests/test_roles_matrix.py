@@ -42,6 +42,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/runs/{r}/retry/", ("durable.retry_run",)),
         ("POST", f"/runs/{r}/resume/", ("durable.resume_run",)),
         ("POST", f"/runs/{r}/migrate/", ("durable.migrate_run",)),
+        ("POST", f"/runs/{r}/budget/", ("durable.raise_budget",)),
         *((method, f"/runs/bulk/{action}/", (VIEW_RUN, f"durable.{action}_run"))
           for action in ("cancel", "retry") for method in ("GET", "POST")),
         ("GET", "/approvals/", (VIEW_APPROVAL,)),
@@ -68,6 +69,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/api/runs/{r}/retry/", ("durable.retry_run",)),
         ("POST", f"/api/runs/{r}/resume/", ("durable.resume_run",)),
         ("POST", f"/api/runs/{r}/migrate/", ("durable.migrate_run",)),
+        ("POST", f"/api/runs/{r}/budget/", ("durable.raise_budget",)),
         ("POST", "/api/runs/migrate-blocked/", ("durable.migrate_run",)),
         ("POST", "/api/runs/bulk/", (VIEW_RUN,)),  # then the permission of the action named (test_bulk_api.py)
         ("GET", f"/api/runs/{r}/events/", (VIEW_RUN,)),  # payloads only under the contents rule (test_events.py)

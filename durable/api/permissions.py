@@ -14,6 +14,7 @@ ACTION_PERMISSIONS = {
     "retry": "durable.retry_run",
     "resume": "durable.resume_run",
     "migrate": "durable.migrate_run",
+    "budget": "durable.raise_budget",
     "migrate_blocked": "durable.migrate_run",
     "bulk": "durable.view_run",  # and then the permission of the action it names (durable/api/bulk.py)
     "events": "durable.view_run",  # the run's mailbox; payloads only under the contents rule

@@ -1,6 +1,7 @@
 """API payloads: what clients send and what they get back."""
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,7 +11,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from durable import budgets
 from durable.api.filters import WAIT_KINDS
+from durable.engine.costs import COST_DECIMALS, COST_DIGITS, MAX_TOKENS, decimal_text
 from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
 from durable.engine.limits import REASON_MAX_LENGTH
 from durable.engine.states import RunStatus
@@ -56,6 +59,28 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=REASON_MAX_LENGTH, required=False, allow_blank=True, default="")
 
 
+class MoneyField(serializers.DecimalField):
+    """An amount in the price table's currency, as a decimal string as short as it is exact ("0.000027")."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, **kwargs)
+
+    def to_representation(self, value: Any) -> str:
+        return decimal_text(Decimal(value))  # a null is answered null before this is asked
+
+
+class RaiseBudgetSerializer(ReasonSerializer):
+    tokens = serializers.IntegerField(min_value=1, max_value=MAX_TOKENS, required=False,
+                                      help_text="the run's new token budget (input and output tokens together)")
+    cost = MoneyField(min_value=0, required=False, help_text="the run's new cost budget, in the currency of "
+                                                             "DURABLE_LLM_PRICES, as a decimal string")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("tokens") is None and attrs.get("cost") is None:
+            raise serializers.ValidationError({"tokens": ["give the new token budget, the new cost budget, or both"]})
+        return attrs
+
+
 class MigrateSerializer(ReasonSerializer):
     to_version = serializers.IntegerField(min_value=1)
 
@@ -97,6 +122,11 @@ def waiting_for(run: Run) -> dict[str, Any] | None:
 
 class RunSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:run-detail", help_text="this run in the API")
+    cost = MoneyField(read_only=True, help_text="what its priced model calls cost, in the currency of "
+                                                "DURABLE_LLM_PRICES; see unpriced_tokens for the others")
+    unpriced_tokens = serializers.IntegerField(read_only=True, help_text="tokens of model calls whose model has "
+                                               "no price: their cost is unknown, and not in `cost`")
+    budget_cost = MoneyField(read_only=True, allow_null=True, help_text="its cost budget; null: no limit")
     console_url = serializers.HyperlinkedIdentityField(
         view_name="durable:run-detail", lookup_url_kwarg="run_id",
         help_text="this run's page in the operator console, wherever the console is mounted")
@@ -125,6 +155,7 @@ class RunSerializer(serializers.ModelSerializer):
             "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
             "waiting_for", "parent_run", "children",
+            "input_tokens", "output_tokens", "cost", "unpriced_tokens", "budget_tokens", "budget_cost",
         ]
         read_only_fields = fields
 
@@ -178,11 +209,28 @@ class SideEffectSerializer(serializers.ModelSerializer):
         ]
 
 
+class VisitSpendingSerializer(serializers.Serializer):
+    step = serializers.CharField()
+    visit = serializers.IntegerField(allow_null=True, help_text="the seq of the checkpoint the visit started from")
+    visit_number = serializers.IntegerField(allow_null=True, help_text="which visit of its step, from 1")
+    model_calls = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    cost = serializers.CharField(help_text="of its priced model calls")
+    unpriced_tokens = serializers.IntegerField()
+
+
 class RunDetailSerializer(RunSerializer):
     checkpoints = CheckpointSerializer(many=True, read_only=True)
     journal = JournalEntrySerializer(many=True, read_only=True)
     side_effects = SideEffectSerializer(many=True, read_only=True)
+    spending_by_visit = serializers.SerializerMethodField(help_text="what each step visit's model calls used")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "checkpoints", "journal", "side_effects"]
+        fields = [*RunSerializer.Meta.fields, "checkpoints", "journal", "side_effects", "spending_by_visit"]
         read_only_fields = fields
+
+    @extend_schema_field(VisitSpendingSerializer(many=True))
+    def get_spending_by_visit(self, run: Run) -> list[dict[str, Any]]:
+        return [visit.as_json() for visit in budgets.by_visit(run)]

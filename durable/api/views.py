@@ -6,7 +6,8 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -23,7 +24,7 @@ from durable.api.events import (
     SendEventSerializer,
     deliver,
 )
-from durable.api.filters import RunFilterSerializer, filter_runs
+from durable.api.filters import ORDERS, RunFilterSerializer, filter_runs, position
 from durable.api.idempotency import HEADER, idempotency_key
 from durable.api.permissions import RunPermission
 from durable.api.schema import ConflictSerializer
@@ -32,6 +33,7 @@ from durable.api.serializers import (
     MigrateBlockedResultSerializer,
     MigrateBlockedSerializer,
     MigrateSerializer,
+    RaiseBudgetSerializer,
     ReasonSerializer,
     RunDetailSerializer,
     RunSerializer,
@@ -59,10 +61,25 @@ class ActiveRunConflictSerializer(ConflictSerializer):
 
 
 class RunCursorPagination(CursorPagination):
-    ordering = ("-created_at", "-id")
+    ordering = ORDERS["newest"]
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_ordering(self, request: Request, queryset: Any, view: Any) -> tuple[str, ...]:
+        """The list's `order` (validated with the filters): newest first, or the most expensive or most tokens."""
+        return ORDERS.get(request.query_params.get("order", ""), self.ordering)
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        """A cursor whose position its order's column cannot hold is a 404, as a malformed one is (not a 500)."""
+        cursor = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            order = request.query_params.get("order", "")
+            try:
+                position(order if order in ORDERS else "newest", str(cursor.position))
+            except (ValueError, TypeError):
+                raise NotFound(self.invalid_cursor_message) from None
+        return cursor
 
 
 @extend_schema(parameters=[HEADER])
@@ -97,6 +114,8 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
             return SendEventSerializer
         if self.action == "events":
             return RunEventContentsSerializer if can_see_contents(self.request.user) else RunEventSerializer
+        if self.action == "budget":
+            return RaiseBudgetSerializer
         return RunSerializer
 
     def get_queryset(self) -> Any:
@@ -153,12 +172,14 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
         why = IDEMPOTENCY_KEY if key and run.idempotency_key == key else ACTIVE_BUSINESS_KEY
         return Response(body, status=status.HTTP_200_OK, headers={EXISTING_RUN_HEADER: why})
 
-    def _steer(self, request: Request, operation: Any) -> Response:
+    def _steer(self, request: Request, operation: Any, payload_class: type[ReasonSerializer] = ReasonSerializer,
+               ) -> Response:
+        """The run's service `operation` with what the payload validated (a reason, and what else it takes)."""
         run = self.get_object()
-        payload = ReasonSerializer(data=request.data)
+        payload = payload_class(data=request.data)
         payload.is_valid(raise_exception=True)
         with service_errors():
-            run = operation(run_id=run.id, user=request.user, source="api", reason=payload.validated_data["reason"])
+            run = operation(run_id=run.id, user=request.user, source="api", **payload.validated_data)
         return Response(RunSerializer(run, context=self.get_serializer_context()).data)
 
     @extend_schema(request=ReasonSerializer, responses=CancelledRunSerializer)
@@ -185,16 +206,19 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._steer(request, services.resume_run)
 
+    @extend_schema(request=RaiseBudgetSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def budget(self, request: Request, pk: str | None = None) -> Response:
+        """Raise the budget of a run its budget stopped (NEEDS_ATTENTION, error kind `budget_exhausted`): each
+        limit given must be one the run has, above it and above what the run used. The run goes on at once from
+        the visit it stopped in. 409 when the run no longer waits on its budget."""
+        return self._steer(request, services.raise_budget, RaiseBudgetSerializer)
+
     @extend_schema(request=MigrateSerializer, responses=RunSerializer)
     @action(detail=True, methods=["post"])
     def migrate(self, request: Request, pk: str | None = None) -> Response:
         """Move a BLOCKED_VERSION run onto a version that declares a migration from its own."""
-        run = self.get_object()
-        payload = MigrateSerializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        with service_errors():
-            run = versions.migrate_run(run_id=run.id, user=request.user, source="api", **payload.validated_data)
-        return Response(RunSerializer(run, context=self.get_serializer_context()).data)
+        return self._steer(request, versions.migrate_run, MigrateSerializer)
 
     @extend_schema(request=MigrateBlockedSerializer, responses=MigrateBlockedResultSerializer)
     @action(detail=False, methods=["post"], url_path="migrate-blocked")

@@ -1,4 +1,4 @@
-"""What an operator may do to a run from the console: cancel, retry now, resume, migrate.
+"""What an operator may do to a run from the console: cancel, retry now, resume, migrate, raise its budget.
 
 Each action goes through the same service the API calls (it checks the state and writes the
 audit trail). The statuses here only decide which buttons to offer; the service decides.
@@ -11,8 +11,8 @@ from typing import Any
 
 
 from durable.permissions import Caller
-from durable import services, versions
-from durable.console.forms import ActionForm, MigrateForm
+from durable import budgets, services, versions
+from durable.console.forms import ActionForm, BudgetForm, MigrateForm
 from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.registry import registry
@@ -36,11 +36,15 @@ class RunAction:
     def form(self, run: Run, data: Any = None) -> ActionForm:
         if self.name == "migrate":
             return MigrateForm(data, versions=migration_targets(run))
+        if self.name == "budget":
+            return BudgetForm(data)
         return ActionForm(data)
 
     def offered(self, run: Run, user: Caller) -> bool:
         if not user.has_perm(self.permission) or run.status not in self.statuses:
             return False
+        if self.name == "budget":  # NEEDS_ATTENTION because its budget stopped it, not an UNKNOWN operation
+            return budgets.waiting_on_budget(run)
         return self.name != "migrate" or bool(migration_targets(run))
 
 
@@ -67,6 +71,12 @@ def _migrate(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, str]:
                                 reason=data["reason"]), "Migrated. The run continues on the new version."
 
 
+def _raise_budget(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, str]:
+    run = services.raise_budget(run_id=run.id, user=user, source="console", reason=data["reason"],
+                                tokens=data.get("tokens"), cost=data.get("cost"))
+    return run, "Budget raised. The run goes on from the step visit it stopped in, and makes the model call it stopped before."
+
+
 ACTIONS: dict[str, RunAction] = {action.name: action for action in (
     RunAction("cancel", "Cancel the run", "The run stops for good; a worker holding it loses its lease at its next "
               "write, and its open approval requests close. What already happened stays done: the answer names it.",
@@ -80,6 +90,10 @@ ACTIONS: dict[str, RunAction] = {action.name: action for action in (
     RunAction("migrate", "Migrate to another version", "The run moves to the chosen version through the migration "
               "that version declares: a new checkpoint with the upcast state, and the mapped next step.",
               "durable.migrate_run", frozenset({RunStatus.BLOCKED_VERSION}), _migrate),
+    RunAction("budget", "Raise the budget", "The run's budget stopped it before a model call. Give it a higher "
+              "limit (above what it has used) and it goes on from that step visit: what the visit recorded is reused, "
+              "not asked again. Or cancel it.", budgets.RAISE_BUDGET, frozenset({RunStatus.NEEDS_ATTENTION}),
+              _raise_budget),
 )}
 
 

@@ -94,7 +94,7 @@ def offered(user: Any) -> list[Any]:
 def filter_query(request: HttpRequest) -> str:
     """The runs list's filters as a bulk selection's query: every run matching them, from the first page."""
     query = request.GET.copy()
-    for name in ("after", "q", "by"):
+    for name in ("after", "q", "by", "order"):
         query.pop(name, None)
     for name in [name for name, value in query.items() if not value]:
         query.pop(name)

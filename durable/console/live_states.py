@@ -47,6 +47,8 @@ def runs_state(size: int) -> Callable[[HttpRequest], Any]:
         if not query.is_valid() or "q" in query.validated_data:
             return None  # an error or a search: the page shows no rows that can change
         params = query.validated_data
-        runs = selectors.runs_after(filter_console_runs(Run.objects.all(), params), params.get("after"))
-        return list(runs.values_list("id", "status", "current_step", "updated_at")[:size + 1])
+        runs = selectors.runs_after(filter_console_runs(Run.objects.all(), params), params.get("after"),
+                                    params.get("order") or "newest")
+        return list(runs.values_list("id", "status", "current_step", "updated_at", "cost", "input_tokens",
+                                     "output_tokens")[:size + 1])
     return state

@@ -11,15 +11,18 @@ durable_console_bench times it at 1,000,000 runs. The apps built on the core add
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
+from durable.budgets import WAITING_ON_BUDGET
+from durable.engine.costs import Spending
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL, WAITING_STATES, RunStatus
 from durable.models import JournalEntry, Run, SideEffect
@@ -65,6 +68,7 @@ class Now:
     blocked: list[Run]  # the newest runs blocked on their version
     failures: list[Run]  # the newest failed runs
     parked: Parked = Parked([], [])
+    waiting_on_budget: int = 0  # of the runs in NEEDS_ATTENTION, those their budget stopped
 
     @property
     def blocked_total(self) -> int:
@@ -102,6 +106,7 @@ class LastDay:
     finished: Hourly  # succeeded, failed or cancelled
     failed: Hourly
     duplicates_prevented: Hourly
+    spent: Spending = field(default_factory=Spending)  # by the model calls of the runs started in the window
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,8 @@ def state_now() -> Now:
         blocked=_newest(RunStatus.BLOCKED_VERSION, "updated_at") if counts.get(RunStatus.BLOCKED_VERSION) else [],
         failures=_newest(RunStatus.FAILED, "finished_at"),
         parked=parked() if counts.get(RunStatus.WAITING) else Parked([], []),
+        waiting_on_budget=(Run.objects.filter(WAITING_ON_BUDGET).count()
+                           if counts.get(RunStatus.NEEDS_ATTENTION) else 0),
     )
 
 
@@ -187,7 +194,17 @@ def last_day() -> LastDay:
         finished=Hourly("finished", [sum(counts.values()) for counts in ended]),
         failed=Hourly("failed", [counts.get(RunStatus.FAILED, 0) for counts in ended]),
         duplicates_prevented=Hourly("duplicates prevented", hourly(duplicates, "created_at", since)),
+        spent=spent_since(since),
     )
+
+
+def spent_since(since: datetime) -> Spending:
+    """What the model calls of the runs started since `since` used (the run_created range, as `started` reads)."""
+    sums = Run.objects.filter(created_at__gte=since).aggregate(
+        input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"),
+        unpriced_tokens=Sum("unpriced_tokens"))
+    return Spending(sums["input_tokens"] or 0, sums["output_tokens"] or 0, sums["cost"] or Decimal(0),
+                    sums["unpriced_tokens"] or 0)
 
 
 def hourly(rows: QuerySet, field: str, since: datetime) -> list[int]:

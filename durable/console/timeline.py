@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from durable.engine.costs import decimal_text, read_usage
 from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
 from durable.engine.topology import shapes_from_json
@@ -199,7 +200,7 @@ def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, s
     Kind = JournalEntry.Kind
     match entry.kind:
         case Kind.ACTIVITY:
-            return EntryKind.ACTIVITY, f"activity {entry.name} #{entry.call_index} recorded", ""
+            return EntryKind.ACTIVITY, f"activity {entry.name} #{entry.call_index} recorded{_usage(detail)}", ""
         case Kind.PARALLEL:
             calls = ", ".join(f"{call['name']} #{call['call_index']}" if "name" in call else str(call.get("action"))
                               for call in detail.get("calls", []))
@@ -285,6 +286,15 @@ def _wait_ended(detail: dict[str, Any]) -> str:
         ended = Counter((detail.get("children") or {}).values())
         return "child runs ended: " + ", ".join(f"{count} {status}" for status, count in sorted(ended.items()))
     return "wait ended"
+def _usage(detail: dict[str, Any]) -> str:
+    """A model call's usage, as its entry's summary ends: "; model gpt-4o-mini, 1,200 in + 300 out tokens, cost …"."""
+    priced = read_usage(detail.get("usage"))
+    if priced is None:
+        return ""
+    usage = priced.usage
+    cost = "unknown (no price)" if priced.cost is None else decimal_text(priced.cost)
+    return (f"; model {usage.model}, {usage.input_tokens:,} in + {usage.output_tokens:,} out tokens, "
+            f"cost {cost}")
 
 
 # -- Parallel groups: the calls of a ctx.parallel, nested under the entry that started them -------------------------

@@ -22,7 +22,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
-from durable import tracing
+from durable import budgets, tracing
 from durable.errors import Conflict, InvalidInput
 from durable.console import bulk, live, selectors
 from durable.console import overview as console_overview
@@ -48,6 +48,7 @@ from durable.permissions import can_see_contents, contents_required, permission_
 
 VIEW = "durable.view_run"
 PAGE = 50
+ORDER_LABELS = {"newest": "newest first", "cost": "most expensive first", "tokens": "most tokens first"}
 
 
 def metrics_url() -> str | None:
@@ -82,15 +83,18 @@ def runs(request: ConsoleRequest) -> HttpResponse:
     if not query.is_valid():
         return _runs_answer(request, [], query.errors)
     params = query.validated_data
-    found = selectors.runs_page(filter_console_runs(Run.objects.all(), params), params.get("after"), PAGE)
-    return _runs_answer(request, found, {})
+    order = params.get("order") or "newest"
+    found = selectors.runs_page(filter_console_runs(Run.objects.all(), params), params.get("after"), PAGE, order)
+    return _runs_answer(request, found, {}, order)
 
 
-def _runs_answer(request: ConsoleRequest, found: list[Run], errors: dict[str, Any]) -> HttpResponse:
+def _runs_answer(request: ConsoleRequest, found: list[Run], errors: dict[str, Any],
+                 order: str = "newest") -> HttpResponse:
     path = reverse("durable:runs")
-    next_page = next_page_link(request, path, found, PAGE, page_marker)
+    next_page = next_page_link(request, path, found, PAGE, lambda run: page_marker(run, order))
     context = {"runs": found[:PAGE], "errors": errors, "filters": request.GET, "statuses": list(RunStatus),
                "any_waiting": ANY_WAITING, "wait_kinds": [kind.value for kind in WaitKind],
+               "orders": ORDER_LABELS,
                "next_page": next_page, "first_page": page_link(request, path, None) if request.GET.get("after") else "",
                "bulk_offered": bulk.offered(request.user), "bulk_query": bulk.filter_query(request)}
     return fragment_or_page(request, "durable/_run_rows.html", "durable/runs.html", context)
@@ -120,7 +124,7 @@ def checkpoint_state(request: ConsoleRequest, run_id: UUID, seq: int) -> HttpRes
 def act(request: ConsoleRequest, run_id: UUID, action: str) -> HttpResponse:
     spec = ACTIONS[action]  # the URLs name only known actions
     if not request.user.has_perm(spec.permission):
-        raise PermissionDenied(f"you may not {action} runs")
+        raise PermissionDenied(f"you may not {spec.label.lower()}: that needs the {spec.permission} permission")
     run = _run(run_id)
     form = spec.form(run, request.POST)
     if not form.is_valid():
@@ -165,6 +169,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
         "contents": contents,
         "timeline": run_timeline(run) if contents else [],
         "side_effects": run.side_effects.all() if contents else [],
+        "visit_spending": budgets.by_visit(run) if contents else [],  # what each step visit's model calls used
         "graph": run_graph(run),  # drawn from the topology the run is pinned to, with its visits
         "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
         "trace_url": tracing.trace_url(run),  # DURABLE_TRACE_URL with the run's trace id, when both are there

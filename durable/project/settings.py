@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -317,13 +318,17 @@ if DURABLE_EMBEDDED_DEMO:  # the support agent's waits, short enough to watch: a
 # The support agent's Pydantic AI twin, where Pydantic AI is installed (durable[pydantic-ai], which [demo] includes).
 if importlib.util.find_spec("pydantic_ai") is not None:
     DURABLE_WORKFLOW_MODULES.append("durable.tools.demo.support_agent_pydantic_ai")
+# What model calls cost, per million tokens (docs/workflows.md, "Model calls and budgets"): the demo's scripted
+# support model is priced as the model it stands in for, so the demo shows what each run would cost.
+DURABLE_LLM_PRICES = {"gpt-4o-mini": {"input": "0.15", "output": "0.60"},
+                      "scripted-support": {"input": "0.15", "output": "0.60"}}
 
 
 def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) -> dict[str, object]:
     """The durable settings the environment sets, read as the type each one is."""
     read: dict[str, Callable[[str], object]] = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
             "flag": lambda v: v.strip().lower() in {"1", "true", "yes", "on"},
-            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()]}
+            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()], "prices": json.loads}
     found: dict[str, object] = {}
     for name, spec in names.items():
         if not environ.get(name, "").strip() or name in ("DURABLE_QUEUE", "DURABLE_METRICS_DIR"):

@@ -18,7 +18,7 @@ from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError, WrongThread, refuse_unstorable
 from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.models import Checkpoint
-from durable.runtime import parallel, waits
+from durable.runtime import costs, parallel, waits
 from durable.engine.waits import ChildRun, Event
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
@@ -46,7 +46,8 @@ class StepContext:
 
     def __init__(self, *, run_id: UUID, business_key: str, workflow_name: str, workflow_version: int,
                  step: str, attempt: int, lease: Lease, store: RunStore, cursor: ReplayCursor,
-                 side_effects: tuple[str, ...] = (), woke_from: dict[str, Any] | None = None) -> None:
+                 side_effects: tuple[str, ...] = (), woke_from: dict[str, Any] | None = None,
+                 meter: costs.Meter | None = None) -> None:
         self.run_id = run_id
         self.business_key = business_key
         self.workflow_name = workflow_name
@@ -66,6 +67,7 @@ class StepContext:
         # What the run waited for when it was claimed (Run.waiting_for): the wait a call of this visit takes up
         # again, keeping its due time (durable.runtime.waits).
         self.woke_from = woke_from
+        self._meter = meter or costs.Meter(None)  # the run's spending on model calls, and its budget
 
     @property
     def visit_number(self) -> int:
@@ -81,27 +83,31 @@ class StepContext:
         return self._cursor.reused
 
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
-                 **kwargs: Any) -> Any:
+                 usage: costs.UsageOf | None = None, **kwargs: Any) -> Any:
         """Run a non-deterministic call (LLM, read) once; on replay return what it returned then.
 
         The result is recorded as JSON before the step goes on. Pass `returns=SomeModel` to
-        get it back as that pydantic model, live and on replay alike.
+        get it back as that pydantic model, live and on replay alike. A model call says so with
+        `usage=`, a function of its answer returning a `durable.Usage` (or None): what it used is
+        recorded and priced with its result, and the run's budget is checked before it is made.
         """
         self._on_step_thread("activity")
         index, recorded = self._reserve(name)
         if recorded is not None:
             result = self._reused(name, recorded)
         else:
+            if usage is not None:
+                self._meter.before_model_call(name)  # BudgetExhausted: the run waits, the model is not asked
             # A slow model must not let a second worker ask again: the lease is kept while it answers.
             with lease_kept(self._store, self._lease), tracing.activity(self, name, index):
                 answer = fn(*args, **kwargs)
-            result = self._record(name, index, answer)
+            result = self._record(name, index, answer, usage)
         return returns.model_validate(result) if returns is not None else result
 
     def call(self, name: str, fn: Callable[..., Any], *args: Any, returns: type | None = None,
-             **kwargs: Any) -> parallel.Call:
+             usage: costs.UsageOf | None = None, **kwargs: Any) -> parallel.Call:
         """An activity for `ctx.parallel`: made as `ctx.activity(name, fn, *args, **kwargs)` would make it."""
-        return parallel.Call(name, fn, args, kwargs, returns)
+        return parallel.Call(name, fn, args, kwargs, returns, usage)
 
     def effect(self, action: str, *, business_key: str, downstream: Downstream,
                payload: dict[str, Any]) -> parallel.Effect:
@@ -138,9 +144,13 @@ class StepContext:
                 {"call_index": call.call_index, "name": call.name} for call in self._cursor.reused_calls])
         return recorded.result
 
-    def _record(self, name: str, index: int, answer: Any) -> Any:
+    def _record(self, name: str, index: int, answer: Any, usage: costs.UsageOf | None = None) -> Any:
         result = self._recordable(name, answer)
-        self._store.record_activity(self._lease, self.step, index, name, result)
+        if usage is None:
+            self._store.record_activity(self._lease, self.step, index, name, result)
+        else:
+            costs.record(self._store, self._lease, self.step, self._meter, self.workflow_name,
+                         [(index, name, result, answer, usage)])
         return result
 
     @staticmethod

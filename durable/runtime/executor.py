@@ -13,9 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from durable.conf import durable_settings
 from durable import logs, metrics, tracing
-from durable.runtime import heartbeat, side_effects, wakes
+from durable.runtime import costs, heartbeat, side_effects, wakes
 from durable.runtime.context import StepContext
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
+from durable.engine.costs import BudgetExhausted
 from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, Waiting,
                                    classify, refuse_unstorable)
 from durable.engine.replay import RecordedCall, ReplayCursor
@@ -136,6 +137,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
     done = 0
     came_from: str | None = None  # the step whose route led here, when it ran in this task
     woke_from = run.waiting_for  # the wait the run was parked on, taken up again by the visit it resumes
+    meter = costs.Meter(run)  # what the run spent on model calls, kept up to date by this task's visits
     while True:
         if lease.seq >= budget:  # the newest checkpoint's seq is the number of visits made (seq 0: the start)
             _out_of_budget(store, lease, run, workflow, step_name, came_from, attempt, budget)
@@ -146,6 +148,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
                 cursor=ReplayCursor(step_name, recorded), side_effects=step.side_effects, woke_from=woke_from,
+                meter=meter,
             )
             recorded, woke_from = [], None  # the next visit starts from a checkpoint written below: a new visit
             try:
@@ -154,6 +157,9 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             except LeaseLost:
                 raise
             except (AwaitingApproval, Waiting):  # the wait is committed; nothing holds a worker now
+                return AdvanceOutcome(claimed=True, steps=done)
+            except BudgetExhausted as exc:  # before a model call, nothing asked: an operator raises it or cancels
+                costs.stop(store, lease, workflow.name, workflow.version, step_name, exc)
                 return AdvanceOutcome(claimed=True, steps=done)
             except ReplayContractViolation as exc:
                 block(store, lease, run, step_name, Refusal("replay_violation", str(exc)),

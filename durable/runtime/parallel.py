@@ -26,7 +26,7 @@ from durable import tracing
 from durable.conf import durable_settings
 from durable.downstream import Downstream
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
-from durable.runtime import side_effects
+from durable.runtime import costs, side_effects
 from durable.engine.replay import RecordedCall
 from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
@@ -36,13 +36,14 @@ log = logging.getLogger("durable.activity")
 
 @dataclass(frozen=True)
 class Call:
-    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., **kwargs)`."""
+    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., usage=..., **kwargs)`."""
 
     name: str
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     returns: type | None = None
+    usage: costs.UsageOf | None = None  # a model call's: what its answer says it used
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,10 @@ class StepContext(Protocol):
     """What a group needs of the step context (durable/runtime/context.py, which imports this module)."""
 
     step: str
+    workflow_name: str
     _store: RunStore
     _lease: Lease
+    _meter: costs.Meter
 
     def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
 
@@ -83,6 +86,7 @@ class _Pending:
     start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
     failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
     activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
+    usage: costs.UsageOf | None = None  # a model call's usage function
 
 
 def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
@@ -97,6 +101,9 @@ def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
             _plan_effect(ctx, position, call, results, pending, described)
         else:
             raise TypeError(f"ctx.parallel takes ctx.call(...) and ctx.effect(...), got {type(call).__name__}")
+    model_calls = [call.label for call in pending if call.usage is not None]
+    if model_calls:  # BudgetExhausted before anything is sent: the run waits, no model is asked
+        ctx._meter.before_model_call(", ".join(model_calls))
     ctx._store.record_parallel(ctx._lease, ctx.step, described)
     if pending:
         _make(ctx, pending, results, len(calls))
@@ -119,7 +126,7 @@ def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], 
         return
 
     made = tracing.in_activity(ctx, call.name, index, lambda: call.fn(*call.args, **call.kwargs))
-    pending.append(_Pending(position, f"{call.name} #{index}", made, activity=(call.name, index)))
+    pending.append(_Pending(position, f"{call.name} #{index}", made, activity=(call.name, index), usage=call.usage))
 
 
 def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
@@ -201,18 +208,25 @@ def _settle(call: _Pending, future: Future[Any], results: list[Any],
 
 def _record_together(ctx: StepContext, answered: list[tuple[_Pending, Future[Any]]], results: list[Any],
                      errors: list[tuple[int, str, BaseException]]) -> None:
-    """Record the results of activities that answered together in one fenced write, each under its own index."""
-    rows: list[tuple[_Pending, int, str, Any]] = []
+    """Record the results of activities that answered together in one fenced write, each under its own index
+    (model calls with what they used, in one more write when plain activities answered with them)."""
+    rows: list[tuple[_Pending, int, str, Any, Any]] = []
     for call, future in answered:
         name, index = call.activity  # type: ignore[misc]
         try:
-            rows.append((call, index, name, ctx._recordable(name, future.result())))
+            answer = future.result()
+            rows.append((call, index, name, ctx._recordable(name, answer), answer))
         except Exception as exc:  # not storable: that call's error, the others are recorded
             errors.append((call.position, call.label, exc))
-    if rows:
-        ctx._store.record_activities(ctx._lease, ctx.step, [(index, name, result) for _, index, name, result in rows])
-        for call, _, _, result in rows:
-            results[call.position] = result
+    plain = [(index, name, result) for call, index, name, result, _ in rows if call.usage is None]
+    if plain:
+        ctx._store.record_activities(ctx._lease, ctx.step, plain)
+    metered = [(index, name, result, answer, call.usage) for call, index, name, result, answer in rows
+               if call.usage is not None]
+    if metered:
+        costs.record(ctx._store, ctx._lease, ctx.step, ctx._meter, ctx.workflow_name, metered)
+    for call, _, _, result, _ in rows:
+        results[call.position] = result
 
 
 def _failure(errors: list[tuple[int, str, BaseException]], of: int) -> BaseException:

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from durable.engine.costs import PricedUsage, Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.notifications import EventKind
 from durable.engine.replay import RecordedCall
@@ -72,6 +73,10 @@ class Prefetched:
     point: ResumePoint | None
     calls: list[RecordedCall] | None
     step: str | None = None  # the step whose visit `calls` are of
+
+
+# A model call's record: its call index, name, result (JSON) and usage.
+ModelCall = tuple[int, str, Any, PricedUsage]
 
 
 # What a claim reads from the run as it was, to tell when the run became due (resume latency).
@@ -242,6 +247,21 @@ class RunStore:
             JournalEntry.objects.bulk_create([JournalEntry(
                 run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY, step=step, visit=lease.seq, call_index=index,
                 name=name, result=result, fencing_token=lease.token, created_at=now) for index, name, result in calls])
+
+    def record_model_calls(self, lease: Lease, step: str, calls: list[ModelCall]) -> None:
+        """Model calls' results (call_index, name, result, usage), each with its usage in its entry, in one fenced
+        write that adds what they used to the run's totals: a result is counted when recorded, never on replay."""
+        now = timezone.now()
+        spent = Spending.of(priced for *_, priced in calls)
+        with transaction.atomic():
+            self._fenced(lease, None, lease_expires_at=lease.renewal(now) or F("lease_expires_at"),
+                         input_tokens=F("input_tokens") + spent.input_tokens,
+                         output_tokens=F("output_tokens") + spent.output_tokens, cost=F("cost") + spent.cost,
+                         unpriced_tokens=F("unpriced_tokens") + spent.unpriced_tokens)
+            JournalEntry.objects.bulk_create([JournalEntry(
+                run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY, step=step, visit=lease.seq, call_index=index,
+                name=name, result=result, detail={"usage": priced.as_json()}, fencing_token=lease.token,
+                created_at=now) for index, name, result, priced in calls])
 
     def record_parallel(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:
         """ctx.parallel starts a group: its calls, their indexes, which were reused; the timeline shows one group."""

@@ -22,12 +22,13 @@ from django.db.models import Field
 from django.utils import timezone
 
 from durable.conf import durable_settings
+from durable.engine.costs import Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE
 from durable.models import JournalEntry, Run, SideEffect
 import durable.store.in_flight as in_flight
-from durable.store.base import (BEFORE_CLAIM, Lease, Prefetched, ResumePoint, RunStore, claim_fields,
+from durable.store.base import (BEFORE_CLAIM, Lease, ModelCall, Prefetched, ResumePoint, RunStore, claim_fields,
                                  claimed_lease)
 from durable.store.rows import RowReader
 from durable.store.statements import run_statement
@@ -154,6 +155,22 @@ SELECT fenced.id, 'activity', %(step)s, %(seq)s, call.call_index, call.name, cal
   FROM fenced CROSS JOIN jsonb_to_recordset(%(calls)s::jsonb) AS call(call_index int, name text, result jsonb)
 """
 
+# Model calls' results with their usage (durable.engine.costs), and what they used added to the run's totals, in
+# one fenced statement: no indexed column changes, so the UPDATE stays heap-only.
+_MODEL_CALLS_SQL = """
+WITH fenced AS (
+    UPDATE durable_run SET lease_expires_at = COALESCE(%(lease_expires_at)s, lease_expires_at),
+           input_tokens = input_tokens + %(input_tokens)s, output_tokens = output_tokens + %(output_tokens)s,
+           cost = cost + %(cost)s, unpriced_tokens = unpriced_tokens + %(unpriced_tokens)s
+     WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s
+ RETURNING id
+)
+INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, result, detail, fencing_token, created_at)
+SELECT fenced.id, 'activity', %(step)s, %(seq)s, call.call_index, call.name, call.result, call.detail, %(token)s, %(now)s
+  FROM fenced CROSS JOIN jsonb_to_recordset(%(calls)s::jsonb)
+       AS call(call_index int, name text, result jsonb, detail jsonb)
+"""
+
 # The row as inserted, or as it was; no row at all when the lease is lost (or in a race the
 # portable path settles).
 _PREPARE_OPERATION_SQL = f"""
@@ -274,6 +291,17 @@ class PostgresRunStore(RunStore):
         rows = [{"call_index": index, "name": name, "result": result} for index, name, result in calls]
         params = {**_fence_params(lease, timezone.now()), "step": step, "calls": json.dumps(rows)}
         rowcount, _ = run_statement(_ACTIVITIES_SQL, params)
+        if rowcount != len(rows):  # nothing was written: the fence found the lease gone
+            raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
+    def record_model_calls(self, lease: Lease, step: str, calls: list[ModelCall]) -> None:
+        spent = Spending.of(priced for *_, priced in calls)
+        rows = [{"call_index": index, "name": name, "result": result, "detail": {"usage": priced.as_json()}}
+                for index, name, result, priced in calls]
+        params = {**_fence_params(lease, timezone.now()), "step": step, "calls": json.dumps(rows),
+                  "input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens, "cost": spent.cost,
+                  "unpriced_tokens": spent.unpriced_tokens}
+        rowcount, _ = run_statement(_MODEL_CALLS_SQL, params)
         if rowcount != len(rows):  # nothing was written: the fence found the lease gone
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
 

@@ -30,7 +30,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
 def test_promtool_accepts_the_rules():
     checked = promtool("check", "rules", RULES.name)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 7 rules found" in checked.stdout
+    assert "SUCCESS: 9 rules found" in checked.stdout
 
 
 def test_each_alert_fires_on_its_rising_series_in_promtools_unit_tests():
@@ -45,13 +45,14 @@ def alerts() -> dict[str, str]:
 
 def test_the_alerts_the_runbook_promises_are_there():
     assert {"DurableSideEffectUnknown", "DurableRetriesExhausted", "DurableVersionMismatch",
-            "DurableApprovalStuck", "DurableApprovalNearExpiry", "DurableWaitOverdue"} <= set(alerts())
+            "DurableApprovalStuck", "DurableApprovalNearExpiry", "DurableWaitOverdue", "DurableRunOverBudget"} <= set(alerts())
 
 
 @pytest.mark.django_db
 def test_every_alert_reads_a_metric_that_durable_exports():
     counted = {family._name + ("_total" if family._type == "counter" else "") for family in
-               (*metrics.PER_WORKFLOW, *metrics.PER_ACTION, metrics.VERSION_MISMATCHES, metrics.RECONCILIATIONS)}
+               (*metrics.PER_WORKFLOW, *metrics.PER_ACTION, metrics.VERSION_MISMATCHES, metrics.RECONCILIATIONS,
+                metrics.LLM_TOKENS, metrics.LLM_COST, metrics.LLM_UNPRICED_TOKENS)}
     gauged = {family.name for family in DatabaseGauges().collect()} | {"approval_next_expiry_seconds"}
     every_test_alert = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     for alert, expr in alerts().items():

@@ -66,6 +66,11 @@ def test_a_project_sets_only_what_it_changes():
     ("DURABLE_DELIVER_TWICE", "yes", "must be True or False"),
     ("DURABLE_WORKFLOW_MODULES", "durable.tools.demo.claims_agent", "must be a list of module names"),
     ("DURABLE_LLM_BASE_URL", "localhost:8000", "must be an http(s) URL"),
+    ("DURABLE_LLM_PRICES", ["gpt-4o-mini"], "must be a dict of model name"),
+    ("DURABLE_LLM_PRICES", {"gpt-4o-mini": {"input": 0.15, "output": "0.60"}}, "must be a decimal string"),
+    ("DURABLE_LLM_PRICES", {"gpt-4o-mini": {"input": "0.15"}}, 'must give exactly "input" and "output"'),
+    ("DURABLE_LLM_PRICES", {"gpt-4o-mini": {"input": "-1", "output": "0.60"}}, "at least 0"),
+    ("DURABLE_LLM_PRICES", {"gpt-4o-mini": {"input": "cheap", "output": "0.60"}}, "must be a decimal number"),
 ])
 def test_a_wrong_setting_is_named_by_the_system_check(settings, name, value, says):
     setattr(settings, name, value)

@@ -90,3 +90,15 @@ def test_workflows_are_discovered_from_the_modules_setting(tmp_path, monkeypatch
 
     assert module in sys.modules and fresh.import_failures == {}
     assert fresh.current("found-by-discovery").first_step == "only"
+
+
+def test_a_budget_is_a_durable_budget_and_a_new_run_records_it():
+    from decimal import Decimal
+
+    from durable import Budget
+
+    with pytest.raises(ValueError, match="budget must be a durable.Budget"):
+        Workflow(name="wf", version=1, state=S, input=S, budget={"tokens": 100})  # type: ignore[arg-type]
+    capped = Workflow(name="wf", version=1, state=S, input=S, budget=Budget(tokens=100, cost="1.50"))
+    assert capped.budget_fields() == {"budget_tokens": 100, "budget_cost": Decimal("1.50")}
+    assert make().budget_fields() == {"budget_tokens": None, "budget_cost": None}

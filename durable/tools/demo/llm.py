@@ -60,14 +60,19 @@ class OpenAICompatibleModel:
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         """One turn of a tool-calling conversation: the assistant's message, with its `tool_calls` if it asked
-        for tools, as JSON (it is recorded as the activity's result)."""
+        for tools, and what the call used (`usage`), as JSON (it is recorded as the activity's result)."""
         # The conversation is kept as the JSON it is recorded in; the SDK's TypedDicts describe the same shapes.
         completion = self._client.chat.completions.create(model=self.name, messages=cast(Any, messages),
                                                           tools=cast(Any, tools))
         message = completion.choices[0].message
         calls = [{"id": call.id, "type": "function", "function": {"name": fn.name, "arguments": fn.arguments}}
                  for call in message.tool_calls or () if (fn := getattr(call, "function", None)) is not None]
-        return {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})}
+        reply = {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})}
+        used = completion.usage
+        if used is None:  # an endpoint that does not say: the call is recorded without its usage
+            return reply
+        return {**reply, "usage": {"model": completion.model or self.name, "input_tokens": used.prompt_tokens,
+                                   "output_tokens": used.completion_tokens}}
 
 
 class SupportModel(Protocol):

@@ -32,18 +32,21 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import (NonRetryableError, OperationConflict, RetryPolicy, UntrustedOutputRefused, Workflow,
+from durable import (Budget, NonRetryableError, OperationConflict, RetryPolicy, UntrustedOutputRefused, Workflow,
                      bound_to_run, register)
 from durable.conf import durable_settings
 from durable.tools.demo import downstreams
 from durable.tools.demo import fraud_check  # noqa: F401  registers the child workflow wherever this one is
 from durable.tools.demo.llm import support_model
 from durable.tools.demo.refund_checks import refund_approvers, refund_facts, refund_to_approve, revalidate_refund
-from durable.tools.demo.support_model import SYSTEM_PROMPT, TOOLS, digest
+from durable.tools.demo.support_model import SYSTEM_PROMPT, TOOLS, assistant_message, digest, reported_usage
 
 # A conversation of 19 tool turns and its answer (think + act per turn, then think + answer); a model that
 # keeps asking for tools past that is stopped by the step budget, visibly, instead of looping forever.
 MAX_VISITS = 40
+# What one conversation may spend on its model: a refund takes about 3,000 tokens; a model that goes on far past
+# that stops before its next call and waits for an operator to raise the budget or cancel the run.
+BUDGET = Budget(tokens=50_000)
 LOOKUPS = {"lookup_order": downstreams.get_order, "past_tickets": downstreams.customer_tickets}
 FRAUD_CHECK_ABOVE = Decimal("100.00")  # refunds above this are scored by a fraud-check child run first
 REPLY = "customer_reply"  # the event the support desk's webhook sends with what the customer wrote back
@@ -76,7 +79,7 @@ class ToolError(Exception):
 support_agent = register(Workflow(
     name="support-agent", version=1, state=SupportState, input=SupportInput, checkpoint_schema_version=1,
     tool_catalog_version="support-tools-2", prompt_release="support-agent-2", model_policy_version="policy-1",
-    retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10), max_visits=MAX_VISITS,
+    retry=RetryPolicy(max_attempts=4, initial_interval=0.5, max_interval=10), max_visits=MAX_VISITS, budget=BUDGET,
     events={REPLY: CustomerReply},
     # A run paused for a refund's approval must not go on under another prompt or model policy.
     pinned=("prompt_release", "model_policy_version"),
@@ -94,8 +97,9 @@ def conversation(data: BaseModel) -> SupportState:
 @support_agent.step(next=["act", "answer"])
 def think(ctx: Any, state: SupportState) -> Any:
     # One model call per visit: a visit re-executed after a crash takes its recorded answer, a later one asks.
-    reply = ctx.activity("llm.chat", support_model().chat, state.messages, TOOLS)
-    state.messages.append(reply)
+    # A model call: what it used is recorded and priced with its answer, and the run's budget is checked first.
+    reply = ctx.activity("llm.chat", support_model().chat, state.messages, TOOLS, usage=reported_usage)
+    state.messages.append(assistant_message(reply))
     return support_agent.goto("act" if reply.get("tool_calls") else "answer", state)
 
 

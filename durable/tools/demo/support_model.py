@@ -2,7 +2,9 @@
 
 The scripted model answers like an LLM with tools would, and always the same way for the same conversation:
 it reads the customer's message and what the tools answered so far, and asks for the next tools or answers.
-It imports nothing of Django, so the sandbox's chat endpoint answers tool-calling requests with it too.
+It imports nothing of Django, so the sandbox's chat endpoint answers tool-calling requests with it too. Like
+a real model it says what each answer used (its `usage`, tokens estimated at four characters each), which the
+workflow records and prices (docs/workflows.md, "Model calls and budgets").
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import hashlib
 import json
 import re
 from typing import Any
+
+from durable.engine.costs import Usage
 
 ORDER_ID = re.compile(r"\bORD-\d+\b")
 # What a prompt injection looks like to a model that obeys it, as real models too often do.
@@ -76,6 +80,28 @@ def tool_answers(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return answers
 
 
+def with_usage(model: str, asked: list[Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """The assistant's message with what the call used beside it (`usage`), as the support agent records it."""
+    return {**reply, "usage": {"model": model, "input_tokens": _tokens(asked), "output_tokens": _tokens(reply)}}
+
+
+def _tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value)) // 4)  # about four characters a token, as an English text has
+
+
+def reported_usage(reply: dict[str, Any]) -> Usage | None:
+    """What a recorded answer says it used (None: an answer recorded before answers said)."""
+    usage = reply.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    return Usage(model=usage["model"], input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"])
+
+
+def assistant_message(reply: dict[str, Any]) -> dict[str, Any]:
+    """The message the conversation keeps: the answer without its `usage`, which no model takes back."""
+    return {key: value for key, value in reply.items() if key != "usage"}
+
+
 def _customer_text(messages: list[dict[str, Any]]) -> str:
     return next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
 
@@ -86,6 +112,9 @@ class ScriptedSupportModel:
     name = "scripted-support"
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        return with_usage(self.name, [messages, tools], self._answer(messages))
+
+    def _answer(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         text = _customer_text(messages)
         found = ORDER_ID.search(text)
         order_id = found.group(0) if found else ""

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
-from durable.tools.demo.support_model import ScriptedSupportModel
+from durable.tools.demo.support_model import ScriptedSupportModel, assistant_message
 from durable.tools.sandbox.state import SandboxError, SandboxState, require_text
 
 MAX_BODY_BYTES = 1_000_000
@@ -146,7 +146,8 @@ def chat_completion(call: Call) -> Reply:
     if not isinstance(messages, list) or not messages:
         raise SandboxError(400, "messages must be a non-empty list")
     if body.get("tools"):  # a tool-calling conversation: the support agent's scripted model answers it
-        message = ScriptedSupportModel().chat([m for m in messages if isinstance(m, dict)], body["tools"])
+        message = assistant_message(ScriptedSupportModel().chat([m for m in messages if isinstance(m, dict)],
+                                                                body["tools"]))
     else:
         message = {"role": "assistant", "content": json.dumps(
             {"intent": "refund", "order_id": _order_id_in_messages(messages), "reason": "customer requests a refund"})}

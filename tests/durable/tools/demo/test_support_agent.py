@@ -5,6 +5,7 @@ refund a human approves, an email, an answer) and a prompt injection asking to r
 """
 import html
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -102,6 +103,20 @@ def test_a_question_looks_up_the_order_and_the_tickets_at_once_then_answers(mode
     assert tool_answers(run)[1] == {"customer": "Barbara Liskov", "tickets": []}
 
 
+def test_each_model_call_says_what_it_used_and_the_run_what_it_cost(model_calls, sandbox, settings):
+    settings.DURABLE_LLM_PRICES = {"scripted-support": {"input": "0.15", "output": "0.60"}}
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    usages = [entry.detail["usage"] for entry in JournalEntry.objects.filter(run=run, name="llm.chat").order_by("id")]
+    assert [usage["model"] for usage in usages] == ["scripted-support", "scripted-support"]
+    assert run.input_tokens == sum(u["input_tokens"] for u in usages) > 0
+    assert run.output_tokens == sum(u["output_tokens"] for u in usages) > 0
+    assert run.cost == (run.input_tokens * Decimal("0.15") + run.output_tokens * Decimal("0.60")) / 1_000_000
+    state = run.checkpoints.order_by("-seq").first().state
+    assert not [m for m in state["messages"] if "usage" in m]  # the conversation the model reads back has none
+    assert run.budget_tokens == support_agent_module.support_agent.budget.tokens
+
+
 def test_past_tickets_are_the_customers_across_their_orders(model_calls, sandbox):
     sandbox.state.upsert_order({"order_id": "ORD-0998", "customer": "Barbara Liskov", "amount": "10.00"})
     sandbox.state.create_ticket(None, {"business_key": "ORD-0998", "subject": "late parcel"})
@@ -137,7 +152,8 @@ def test_a_refund_waits_for_approval_inside_the_loop_then_refunds_and_emails_onc
     assert run.output["answer"].startswith("I refunded 89.90 EUR for order ORD-1004")
     timeline = [(entry.visit, entry.summary) for entry in run_timeline(run)]  # the visit: the Step column's
     assert ("act #1", "parallel: tools.lookup_order #0, tools.past_tickets #1 started together") in timeline
-    assert ("think #4", "activity llm.chat #0 recorded") in timeline
+    assert [summary for visit, summary in timeline if visit == "think #4"][0].startswith(
+        "activity llm.chat #0 recorded; model scripted-support, ")  # and what it used
     assert ("think #4", "checkpoint #7: think done → answer (route think -> answer)") in timeline
 
 
@@ -248,6 +264,8 @@ def test_the_agent_can_use_an_openai_compatible_endpoint_with_tools(sandbox, set
     assert run.output["tools_called"] == ["lookup_order", "past_tickets"]
     assert run.output["answer"].startswith("Your order ORD-1004 (89.90 EUR) is shipped")
     assert sandbox.state.calls_snapshot()["llm"]["calls_by_business_key"] == {"ORD-1004": 2}
+    # The endpoint's usage is recorded; sandbox-model has no price, so the cost is unknown, not 0.
+    assert run.input_tokens > 0 and run.unpriced_tokens == run.input_tokens + run.output_tokens
 
 
 def test_an_unavailable_model_is_retried_by_durable_not_by_the_sdk(sandbox, settings):
