@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, Sum
 
 from durable.engine.costs import Budget, Spending, decimal_text, money, read_usage, whole
 from durable.engine.states import RunStatus
@@ -30,6 +30,36 @@ def waiting_on_budget(run: Run) -> bool:
 def spent(run: Run) -> Spending:
     """What the run's model calls used, from its row."""
     return Spending(run.input_tokens, run.output_tokens, run.cost, run.unpriced_tokens)
+
+
+# How deep a run's delegation is followed when its children's spending is added to its own (a child's children...).
+DELEGATION_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class Delegated:
+    """What the run and every run it delegated to (ctx.start_child, and their children) used together."""
+
+    spent: Spending
+    runs: int  # the run's descendants counted in `spent`
+
+
+def with_children(run: Run) -> Delegated | None:
+    """The run's spending with its child runs' (pydantic-ai issue 6886: a delegated agent's tokens must not be
+    lost); None when it has no child run. One query per level of delegation."""
+    total, counted, level = spent(run), 0, [run.id]
+    for _ in range(DELEGATION_DEPTH):
+        children = Run.objects.filter(parent_run_id__in=level)
+        level = list(children.values_list("id", flat=True))
+        if not level:
+            break
+        used = children.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"),
+                                  cost=Sum("cost"), unpriced_tokens=Sum("unpriced_tokens"))
+        total = Spending(total.input_tokens + (used["input_tokens"] or 0),
+                         total.output_tokens + (used["output_tokens"] or 0), total.cost + (used["cost"] or 0),
+                         total.unpriced_tokens + (used["unpriced_tokens"] or 0))
+        counted += len(level)
+    return Delegated(total, counted) if counted else None
 
 
 def budget_of(run: Run) -> Budget | None:

@@ -221,15 +221,36 @@ class VisitSpendingSerializer(serializers.Serializer):
     unpriced_tokens = serializers.IntegerField()
 
 
+class DelegatedSpendingSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    cost = serializers.CharField(help_text="of the priced model calls of the run and its descendants")
+    unpriced_tokens = serializers.IntegerField()
+    runs = serializers.IntegerField(help_text="the child runs (and theirs) counted with the run")
+
+
 class RunDetailSerializer(RunSerializer):
     checkpoints = CheckpointSerializer(many=True, read_only=True)
     journal = JournalEntrySerializer(many=True, read_only=True)
     side_effects = SideEffectSerializer(many=True, read_only=True)
     spending_by_visit = serializers.SerializerMethodField(help_text="what each step visit's model calls used")
+    spending_with_children = serializers.SerializerMethodField(
+        help_text="what the run and the child runs it delegated to (and theirs) used together; null: no child run")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "checkpoints", "journal", "side_effects", "spending_by_visit"]
+        fields = [*RunSerializer.Meta.fields, "checkpoints", "journal", "side_effects", "spending_by_visit",
+                  "spending_with_children"]
         read_only_fields = fields
+
+    @extend_schema_field(DelegatedSpendingSerializer(allow_null=True))
+    def get_spending_with_children(self, run: Run) -> dict[str, Any] | None:
+        delegated = budgets.with_children(run)
+        if delegated is None:
+            return None
+        spent = delegated.spent
+        return {"input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens, "tokens": spent.tokens,
+                "cost": decimal_text(spent.cost), "unpriced_tokens": spent.unpriced_tokens, "runs": delegated.runs}
 
     @extend_schema_field(VisitSpendingSerializer(many=True))
     def get_spending_by_visit(self, run: Run) -> list[dict[str, Any]]:

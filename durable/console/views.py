@@ -170,6 +170,7 @@ def _detail_context(request: ConsoleRequest, run: Run, **panel: Any) -> dict[str
         "timeline": run_timeline(run) if contents else [],
         "side_effects": run.side_effects.all() if contents else [],
         "visit_spending": budgets.by_visit(run) if contents else [],  # what each step visit's model calls used
+        "delegated": budgets.with_children(run),  # with what the child runs it started used
         "graph": run_graph(run),  # drawn from the topology the run is pinned to, with its visits
         "sections": run_sections(run),  # what the apps add (durable/console/run_page.py): approvals' requests
         "trace_url": tracing.trace_url(run),  # DURABLE_TRACE_URL with the run's trace id, when both are there

@@ -149,8 +149,9 @@ class StepContext:
         if usage is None:
             self._store.record_activity(self._lease, self.step, index, name, result)
         else:
-            costs.record(self._store, self._lease, self.step, self._meter, self.workflow_name,
-                         [(index, name, result, answer, usage)])
+            for used in costs.record(self._store, self._lease, self.step, self._meter, self.workflow_name,
+                                     [(index, name, result, answer, usage)]):  # a model call: its span, if traced
+                tracing.model_call(used.usage.model, used.usage.input_tokens, used.usage.output_tokens)
         return result
 
     @staticmethod

@@ -90,9 +90,10 @@ def prices() -> PriceTable:
         return PriceTable({})
 
 
-def record(store: RunStore, lease: Lease, step: str, meter: Meter, workflow: str, calls: list[Answered]) -> None:
+def record(store: RunStore, lease: Lease, step: str, meter: Meter, workflow: str,
+           calls: list[Answered]) -> list[PricedUsage]:
     """Record answered model calls: each with what it used, in one write that adds it to the run's totals (a call
-    whose usage function says nothing is recorded as a plain result)."""
+    whose usage function says nothing is recorded as a plain result). Returns what the metered ones used."""
     priced = [(index, name, result, meter.priced(name, answer, usage_of))
               for index, name, result, answer, usage_of in calls]
     plain = [(index, name, result) for index, name, result, used in priced if used is None]
@@ -102,6 +103,7 @@ def record(store: RunStore, lease: Lease, step: str, meter: Meter, workflow: str
     if metered:
         store.record_model_calls(lease, step, metered)
         meter.counted(workflow, [used for *_, used in metered])
+    return [used for *_, used in metered]
 
 
 def stop(store: RunStore, lease: Lease, workflow: str, version: int, step: str, exc: BudgetExhausted) -> None:

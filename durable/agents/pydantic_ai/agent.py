@@ -32,10 +32,11 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from durable.agents.pydantic_ai.bridge import Ask, Session, agent_loop
 from durable.agents.pydantic_ai.errors import durable_error
-from durable.agents.pydantic_ai.records import (MODEL_ACTIVITY, Operation, model_call, operation_of, response_of,
+from durable.agents.pydantic_ai.records import (MODEL_ACTIVITY, usage_of, Operation, model_call, operation_of, response_of,
                                                 tool_activity, tool_answer, tool_outcome)
 from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_retries, tool_catalog_version
 from durable.downstream import Downstream
+from durable.engine.costs import Usage
 from durable.engine.errors import NonRetryableError, OperationConflict
 
 DepsT = TypeVar("DepsT")
@@ -163,7 +164,8 @@ class _Visit:
     # -- model requests ------------------------------------------------------------------------------------------
 
     def _model_request(self, ask: Ask) -> None:
-        record = self.ctx.activity(MODEL_ACTIVITY, self._request, ask)
+        # A model call: its usage is recorded, priced and counted against the run's budget (checked before it).
+        record = self.ctx.activity(MODEL_ACTIVITY, self._request, ask, usage=_usage)
         response = response_of(record)
         self.asked_order = [part.tool_call_id for part in response.parts if isinstance(part, ToolCallPart)]
         ask.give(response)
@@ -328,3 +330,9 @@ class _RecordedToolset(WrapperToolset[Any]):
         assert self.session is not None  # _Durability always gives one
         return await self.session.ask("tool", (self.wrapped, name, tool_args, ctx, tool),
                                       tool_call_id=ctx.tool_call_id)
+
+
+def _usage(record: dict[str, Any]) -> Usage | None:
+    """What a model request used, as durable meters it (None: the model named no model)."""
+    used = usage_of(record)
+    return Usage(**used) if used.get("model") else None

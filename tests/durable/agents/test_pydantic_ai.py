@@ -254,3 +254,24 @@ def test_a_content_policy_refusal_fails_the_run_without_a_retry(model_calls, san
     assert run.status == RunStatus.FAILED
     assert (run.error["kind"], run.error["retryable"]) == ("content_policy_refusal", False)
     assert model_calls() == 1
+
+
+# -- what the agent's model calls cost -----------------------------------------------------------------------------
+
+def test_each_model_request_is_metered_on_the_run_and_a_replay_counts_nothing_again(model_calls, sandbox, settings):
+    settings.DURABLE_LLM_PRICES = {"function:script:": {"input": "1.00", "output": "2.00"}}
+    run = advance(start("lookups"))
+    used = [usage_of(record) for record in recorded(run, MODEL_ACTIVITY)]
+    assert (run.input_tokens, run.output_tokens) == (sum(u["input_tokens"] for u in used),
+                                                     sum(u["output_tokens"] for u in used))
+    assert run.cost > 0 and run.unpriced_tokens == 0
+    entries = JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.ACTIVITY, name=MODEL_ACTIVITY)
+    assert all(entry.detail["usage"]["model"] == "function:script:" for entry in entries)
+
+
+def test_a_run_over_its_budget_stops_before_the_agents_next_model_request(model_calls, sandbox):
+    run = start("lookups")
+    Run.objects.filter(id=run.id).update(budget_tokens=1)  # the first request alone goes over it
+    run = advance(run)
+    assert run.status == RunStatus.NEEDS_ATTENTION and run.error["kind"] == "budget_exhausted", run.error
+    assert model_calls() == 1  # the second request was never made

@@ -370,3 +370,27 @@ def test_a_child_key_another_parents_child_holds_is_refused_not_shared(tmp_path)
     assert second.status == RunStatus.FAILED and second.error["kind"] == "child_key_taken"
     assert "business key of its own" in second.error["message"]
     assert Run.objects.filter(workflow_name="test-child").count() == 1
+
+
+def test_the_tokens_a_child_run_used_count_in_its_parents_total(tmp_path, operator):
+    from decimal import Decimal
+
+    from durable.budgets import with_children
+    from tests.durable.console.screens import client_for
+
+    parent = advance(start("test-parent", tmp_path, children=2))
+    assert with_children(parent) is not None and with_children(parent).spent.tokens == 0
+    children = list(Run.objects.filter(parent_run=parent))
+    Run.objects.filter(id=children[0].id).update(input_tokens=100, output_tokens=20, cost=Decimal("0.5"))
+    Run.objects.filter(id=children[1].id).update(input_tokens=1, output_tokens=2, unpriced_tokens=3)
+    Run.objects.filter(id=parent.id).update(input_tokens=1000, output_tokens=10, cost=Decimal("1"))
+    parent.refresh_from_db()
+    delegated = with_children(parent)
+    assert (delegated.spent.tokens, delegated.spent.cost, delegated.spent.unpriced_tokens, delegated.runs) == (
+        1133, Decimal("1.5"), 3, 2)
+    api = client_for(operator)
+    detail = api.get(f"/api/runs/{parent.id}/").json()
+    assert detail["spending_with_children"]["tokens"] == 1133 and detail["spending_with_children"]["runs"] == 2
+    assert api.get(f"/api/runs/{children[0].id}/").json()["spending_with_children"] is None
+    page = api.get(f"/runs/{parent.id}/").content.decode()
+    assert "With its child runs" in page and "2 runs it delegated to" in page
