@@ -75,6 +75,8 @@ class Command(BaseCommand):
                             help="seed RUNS runs parked on timers and events (Postgres; use a scratch database), time "
                                  "and explain the sweeper's queries beside them, and remove them (with --keep: leave "
                                  "them for durable_console_bench --reuse)")
+        parser.add_argument("--reuse", action="store_true",
+                            help="with --parked: time the parked runs an earlier --parked --keep left; seed nothing")
         parser.add_argument("--resume-with", type=int, default=0, metavar="N",
                             help="time resuming a run that has N recorded activity results, in this process")
         parser.add_argument("--kill", type=int, default=0, metavar="N",
@@ -139,7 +141,7 @@ class Command(BaseCommand):
                 raise CommandError("durable_bench --parked seeds with Postgres' generate_series: set DATABASE_URL "
                                    "to a scratch Postgres database")
             self.stdout.write(f"durable_bench --parked {options['parked']:,}")
-            self._lines(parked.seed_and_time(options["parked"], keep=keep))
+            self._lines(parked.seed_and_time(options["parked"], keep=keep or options["reuse"], reuse=options["reuse"]))
             return
         if options["parallel"]:
             from durable.tools.bench.parallel import time_parallel
