@@ -2,8 +2,9 @@
 
 Nothing here comes from process-local counters (Prometheus' totals since a restart): every number is
 a query, so two web processes show the same page and the numbers agree with the runs list's filters.
-Each query reads an index range, never every run: runs in flight by status, runs started or finished
-since the window's start (`run_created`, `run_finished`), prevented duplicates (`journal_duplicates`).
+Each query reads an index range, never every run: runs in flight by status (each counted up to
+COUNTED_UP_TO), runs started or finished since the window's start (`run_created`, `run_finished`),
+prevented duplicates (`journal_duplicates`).
 durable_console_bench times it at 1,000,000 runs. The apps built on the core add their sections with
 `add_section` from their ready() (approvals: requests waiting and decided, approvals/overview.py).
 """
@@ -29,6 +30,10 @@ IN_FLIGHT = [status for status in RunStatus if status not in TERMINAL]
 ENDED = [status for status in RunStatus if status in TERMINAL]
 BLOCKED_SHOWN = 5
 FAILURES_SHOWN = 10
+# Runs in flight are counted per status up to this many, and shown as "10,000+" beyond: a count reads an index
+# entry per run, and a million runs parked on timers and events took the overview from under 50 ms to 400+ ms
+# (`durable_bench --parked 1000000 --keep`, then `durable_console_bench --reuse`; docs/scaling.md).
+COUNTED_UP_TO = 10_000
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Now:
     unknown_operations: int
     blocked: list[Run]  # the newest runs blocked on their version
     failures: list[Run]  # the newest failed runs
+    counted_up_to: int = COUNTED_UP_TO  # a count above this is this + 1, shown as "this+"
 
     @property
     def blocked_total(self) -> int:
@@ -110,13 +116,20 @@ def overview() -> Overview:
 
 
 def state_now() -> Now:
-    counts = _count_by(Run.objects.filter(status__in=IN_FLIGHT), "status")
+    counts = {status: _count_up_to(status, COUNTED_UP_TO + 1) for status in IN_FLIGHT}
     return Now(
-        in_flight=[(status.value, counts.get(status, 0)) for status in IN_FLIGHT],
+        in_flight=[(status.value, counts[status]) for status in IN_FLIGHT],
         unknown_operations=SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count(),
-        blocked=_newest(RunStatus.BLOCKED_VERSION, "updated_at") if counts.get(RunStatus.BLOCKED_VERSION) else [],
+        blocked=_newest(RunStatus.BLOCKED_VERSION, "updated_at") if counts[RunStatus.BLOCKED_VERSION] else [],
         failures=_newest(RunStatus.FAILED, "finished_at"),
+        counted_up_to=COUNTED_UP_TO,
     )
+
+
+def _count_up_to(status: RunStatus, limit: int) -> int:
+    # The status column alone, unordered: an index-only scan that stops at `limit` entries (run_status_created, or
+    # the partial index of the status), however many runs are in it.
+    return Run.objects.filter(status=status).order_by().values_list("status")[:limit].count()
 
 
 def window_start(now: datetime | None = None) -> datetime:
@@ -155,11 +168,6 @@ def _per_hour(rows: QuerySet, field: str, since: datetime, by: str = "") -> list
             key = row[by] if by else ""
             hours[position][key] = hours[position].get(key, 0) + row["n"]
     return hours
-
-
-def _count_by(rows: QuerySet, field: str) -> dict:
-    # COUNT(*), not COUNT(id): an index alone can answer it (an index-only scan, no table reads).
-    return dict(rows.order_by().values_list(field).annotate(n=Count("*")))
 
 
 def _newest(status: RunStatus, when: str) -> list[Run]:

@@ -232,3 +232,17 @@ def test_stuck_approvals_are_those_waiting_long_or_about_to_expire(demo):
 def test_the_overview_links_to_the_metrics_page(viewer):
     assert f'<a href="{reverse("metrics")}" class="metrics-link">Prometheus metrics</a>' in \
         viewer.get(overview_url()).content.decode()
+
+
+def test_a_status_with_more_runs_in_flight_than_counted_shows_the_count_and_a_plus(viewer, monkeypatch):
+    from durable.console import overview
+
+    monkeypatch.setattr(overview, "COUNTED_UP_TO", 2)  # a million parked runs, in small: counting stops past it
+    for _ in range(3):
+        run_in(RunStatus.WAITING_RETRY)
+        run_in(RunStatus.BLOCKED_VERSION)
+    run_in(RunStatus.RUNNING)
+    html = viewer.get(overview_url()).content.decode()
+    assert status_row("WAITING_RETRY", "2+") in html and status_row("BLOCKED_VERSION", "2+") in html
+    assert status_row("RUNNING", 1) in html and status_row("PENDING", 0) in html
+    assert re.search(r'class="blocked-runs">2\+ runs</a>', html)
