@@ -19,7 +19,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from durable.tools.bench.seeding import require_postgres, vacuum_analyze
+from durable.tools.bench.seeding import RUN_COLUMNS, require_postgres, vacuum_analyze
 
 PREFIX = "bench-parked-"
 SEEDED = f"workflow_name LIKE '{PREFIX}%%'"
@@ -36,10 +36,7 @@ def seed(runs: int) -> None:
     require_postgres("parked runs")
     with connection.cursor() as cursor:
         cursor.execute(f"""
-            INSERT INTO durable_run (id, workflow_name, workflow_version, checkpoint_schema_version,
-                tool_catalog_version, prompt_release, model_policy_version, topology_fingerprint, topology,
-                business_key, start_request_hash, input, status, current_step, checkpoint_seq, attempt,
-                fencing_token, created_at, updated_at, next_attempt_at, waiting_for)
+            INSERT INTO durable_run ({RUN_COLUMNS}, next_attempt_at, waiting_for)
             SELECT gen_random_uuid(), '{PREFIX}' || mod(i, 3), 1, 1, '', '', '', 'bench', '[]'::jsonb,
                 'PARK-' || i, '', jsonb_build_object('reply_to', 'parked-' || i || '@mail.test'), 'WAITING', 'wait', 1,
                 0, 1, created, created, due,
