@@ -15,10 +15,12 @@ from typing import Any, NoReturn, Protocol
 from uuid import UUID
 
 from durable import metrics
+from durable.conf import durable_settings
 from durable.engine.errors import ChildRunFailed, NonRetryableError, Waiting, refuse_unstorable
 from durable.engine.replay import RecordedCall
 from durable.engine.states import RunStatus
 from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
+from durable.runtime import wakes
 from durable.store import Lease, RunStore
 
 
@@ -39,6 +41,8 @@ class StepContext(Protocol):
 
 log = logging.getLogger("durable.waits")
 
+# A timer due within this many sweep periods is also armed in the process that parks it (durable.runtime.wakes.arm).
+ARM_WITHIN_SWEEPS = 2
 SLEEP, WAIT_FOR_EVENT, START_CHILD, WAIT_CHILD = ("durable.sleep", "durable.wait_for_event", "durable.start_child",
                                                    "durable.wait_child")
 
@@ -63,12 +67,16 @@ def _timer(ctx: StepContext, due_at: Callable[[], datetime]) -> None:
         return  # it fired in this visit before (recorded when it did)
     waiting = _current(ctx, index, WaitKind.TIMER)
     due = waiting.until if waiting is not None and waiting.until is not None else due_at()
-    if ctx._store.db_now() >= due:
+    now = ctx._store.db_now()
+    if now >= due:
         ctx._store.end_wait(ctx._lease, ctx.step, index, SLEEP, {"fired": due.isoformat()},
                             {"timer": "fired", "due": due.isoformat()})
         return
     waiting = WaitingFor(WaitKind.TIMER, ctx.step, ctx.visit, due, call_index=index)
     ctx._store.park(ctx._lease, ctx.step, waiting.as_json(), due)
+    left = (due - now).total_seconds()
+    if wakes.arm_on_park and left < ARM_WITHIN_SWEEPS * durable_settings.DURABLE_SWEEP_SECONDS:  # before a sweep
+        wakes.arm(ctx.run_id, left)
     _parked(ctx, waiting)
 
 

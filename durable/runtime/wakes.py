@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 from uuid import UUID
 
@@ -78,9 +79,15 @@ def wake_parent(parent_id: UUID | str) -> bool:
 
 
 # Timers armed ahead of their due time by the worker whose turn it is to sweep, so a timer fires within
-# milliseconds of its time rather than at the next sweep (which still wakes whatever these miss).
-_armed: dict[UUID, threading.Timer] = {}
-_armed_lock = threading.Lock()
+# milliseconds of its time rather than at the next sweep (which still wakes whatever these miss). One thread per
+# process fires them and keeps its database connection while any is armed: a thread and a connection per timer
+# cost a new Postgres backend each time, 20-30 ms between the due time and the wake (durable_bench --timers).
+_armed: dict[UUID, float] = {}  # run id -> when to wake it, by time.monotonic()
+# Set in Celery workers (durable.runtime.worker): a timer the worker parks that falls due before the next sweep is
+# armed by the worker itself. Off elsewhere (a tool or a test advancing runs in its own process).
+arm_on_park = False
+_alarm = threading.Condition()
+_alarm_thread: threading.Thread | None = None
 
 
 def arm_timers(horizon_seconds: float, limit: int = 1000) -> int:
@@ -91,25 +98,57 @@ def arm_timers(horizon_seconds: float, limit: int = 1000) -> int:
     soon = (Run.objects.filter(runs_in_scope(), status=RunStatus.WAITING, next_attempt_at__gt=now,
                                next_attempt_at__lte=now + timedelta(seconds=horizon_seconds))
             .order_by("next_attempt_at").values_list("id", "next_attempt_at")[:limit])
+    counted_from = time.monotonic()  # the database's clock says how long until each is due; this one counts it down
     armed = 0
-    with _armed_lock:
+    with _alarm:
         for run_id, due in soon:
             if run_id in _armed or due is None:
                 continue
-            timer = threading.Timer((due - now).total_seconds() + 0.002, _fire, args=(run_id,))
-            timer.daemon = True
-            _armed[run_id] = timer
-            timer.start()
+            _armed[run_id] = counted_from + (due - now).total_seconds() + 0.002
             armed += 1
+        if armed:
+            _start_alarm()
+            _alarm.notify()
     return armed
 
 
-def _fire(run_id: UUID) -> None:
+def arm(run_id: UUID, seconds: float) -> None:
+    """Arm this process's timer for a run it has just parked, due in `seconds`: it wakes on time, not at the next
+    sweep (which wakes it if this process dies first). The wake is conditional on the database's clock."""
+    with _alarm:
+        _armed[run_id] = time.monotonic() + max(seconds, 0.0) + 0.002
+        _start_alarm()
+        _alarm.notify()
+
+
+def _start_alarm() -> None:
+    global _alarm_thread
+    if _alarm_thread is None or not _alarm_thread.is_alive():
+        _alarm_thread = threading.Thread(target=_ring, name="durable-timers", daemon=True)
+        _alarm_thread.start()
+
+
+def _ring() -> None:
+    """The alarm thread: wake the armed runs as they fall due, those due together in one statement."""
+    while True:
+        with _alarm:
+            if not _armed:
+                connection.close()  # nothing armed: hold no connection while nothing needs it
+                _alarm.wait_for(lambda: _armed)
+            now = time.monotonic()
+            due = [run_id for run_id, at in _armed.items() if at <= now]
+            if not due:
+                _alarm.wait(min(_armed.values()) - now)
+                continue
+            for run_id in due:
+                del _armed[run_id]
+        _fire(due)
+
+
+def _fire(run_ids: list[UUID]) -> None:
     try:
-        _wake(list(Run.objects.filter(_DUE, id=run_id).values_list("id", flat=True)))
-    except Exception:  # the next sweep wakes it
-        log.warning("an armed timer could not wake run %s; the sweeper will", run_id, exc_info=True)
-    finally:
-        with _armed_lock:
-            _armed.pop(run_id, None)
-        connection.close()  # this thread's own connection
+        connection.close_if_unusable_or_obsolete()
+        _wake(list(Run.objects.filter(_DUE, id__in=run_ids).values_list("id", flat=True)))
+    except Exception:  # the next sweep wakes them
+        log.warning("armed timers could not wake runs %s; the sweeper will", run_ids, exc_info=True)
+        connection.close()

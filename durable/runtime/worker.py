@@ -15,7 +15,7 @@ import threading
 import time
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_ready
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
 
 log = logging.getLogger("durable.sweeper")
 
@@ -30,9 +30,17 @@ def configure(app: Celery) -> None:
     task_prerun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-pre")
     task_postrun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-post")
     worker_ready.connect(_start_worker_thread, weak=False, dispatch_uid="durable-worker-thread")
+    worker_process_init.connect(_arm_on_park, weak=False, dispatch_uid="durable-arm-on-park")  # each pool process
+
+
+def _arm_on_park(**_: object) -> None:
+    from durable.runtime import wakes
+
+    wakes.arm_on_park = True  # this worker wakes the short timers it parks itself, on time
 
 
 def _start_worker_thread(**_: object) -> None:
+    _arm_on_park()
     threading.Thread(target=_worker_loop, name="durable-sweeper", daemon=True).start()
 
 

@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import Client
 
 from durable.engine.approvals import Revalidation
-from durable.tools.bench.seeding import require_postgres, vacuum_analyze
+from durable.tools.bench.seeding import RUN_COLUMNS, require_postgres, vacuum_analyze
 
 PREFIX = "bench-console-"
 STATUS_BY_BUCKET = """CASE
@@ -55,10 +55,7 @@ def seed(runs: int, approvals: int) -> None:
     require_postgres("console")
     with connection.cursor() as cursor:
         cursor.execute(f"""
-            INSERT INTO durable_run (id, workflow_name, workflow_version, checkpoint_schema_version,
-                tool_catalog_version, prompt_release, model_policy_version, topology_fingerprint, topology,
-                business_key, start_request_hash, input, status, current_step, checkpoint_seq, attempt,
-                fencing_token, created_at, updated_at, finished_at)
+            INSERT INTO durable_run ({RUN_COLUMNS}, finished_at)
             SELECT gen_random_uuid(), '{PREFIX}' || mod(i, 5), 1 + mod(i, 3), 1, '', '', '', 'bench', '[]'::jsonb,
                 'ORD-' || i, '', jsonb_build_object('customer_email', 'customer-' || i || '@example.com'),
                 s.status, 'step', 0, 0, 0, now() - (i * interval '6 seconds'), now() - (i * interval '6 seconds'),

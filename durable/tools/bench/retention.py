@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from durable.tools.bench.seeding import require_postgres, vacuum_analyze
+from durable.tools.bench.seeding import RUN_COLUMNS, require_postgres, vacuum_analyze
 
 PREFIX = "bench-retention"
 
@@ -16,10 +16,7 @@ def seed(runs: int) -> None:
     require_postgres("retention")
     with connection.cursor() as cursor:
         cursor.execute(f"""
-            INSERT INTO durable_run (id, workflow_name, workflow_version, checkpoint_schema_version,
-                tool_catalog_version, prompt_release, model_policy_version, topology_fingerprint, topology,
-                business_key, start_request_hash, input, status, current_step, checkpoint_seq, attempt,
-                fencing_token, created_at, updated_at, finished_at)
+            INSERT INTO durable_run ({RUN_COLUMNS}, finished_at)
             SELECT gen_random_uuid(), '{PREFIX}', 1, 1, '', '', '', 'bench', '[]'::jsonb, 'R-' || i, '',
                 '{{}}'::jsonb, 'SUCCEEDED', '', 2, 0, 1, now() - interval '61 days', now() - interval '60 days',
                 now() - interval '60 days'

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -25,6 +25,9 @@ from durable.workflow import Workflow
 WORKFLOW = "bench-wakeup"
 RETRY_AFTER = 0.05  # seconds: the retry's due time, short so that probes stay quick
 KINDS = ("started", "approved", "retried")
+
+
+State = TypeVar("State", bound=BaseModel)
 
 
 class Probe(BaseModel):
@@ -86,16 +89,21 @@ class Wakeups:
             self.ms[kind] += other.ms[kind]
 
     def lines(self) -> list[str]:
-        from durable.tools.bench.compare import percentile
-
         labels = {"started": "POST /api/runs/ -> first step starts", "approved": "approval decided -> next step starts",
                   "retried": f"retry due ({RETRY_AFTER * 1000:.0f} ms after the error) -> retry starts"}
-        lines = [f"  {'wake-up':<48} {'probes':>6} {'p50 ms':>8} {'p99 ms':>8}"]
-        for kind in KINDS:
-            values = self.ms[kind]
-            lines.append(f"  {labels[kind]:<48} {len(values):>6} {percentile(values, 50):>8.1f} "
-                         f"{percentile(values, 99):>8.1f}")
-        return lines
+        return latency_lines([(labels[kind], self.ms[kind]) for kind in KINDS], counted="probes")
+
+
+def latency_lines(rows: list[tuple[str, list[float]]], counted: str = "probes", worst: bool = False) -> list[str]:
+    """A table of wake-up latencies in milliseconds: a row per kind, its count, p50 and p99 (and the max)."""
+    from durable.tools.bench.compare import percentile
+
+    width = max(48, *(len(label) for label, _ in rows))
+    lines = [f"  {'wake-up':<{width}} {counted:>6} {'p50 ms':>8} {'p99 ms':>8}" + (f" {'max ms':>8}" if worst else "")]
+    for label, values in rows:
+        lines.append(f"  {label:<{width}} {len(values):>6} {percentile(values, 50):>8.1f} "
+                     f"{percentile(values, 99):>8.1f}" + (f" {max(values, default=0.0):>8.1f}" if worst else ""))
+    return lines
 
 
 def probe(count: int, starter: Any, timeout: float = 30.0) -> Wakeups:
@@ -146,7 +154,12 @@ def _probe_once(client: Any, approver: Any, business_key: str, found: Wakeups, t
 
 
 def _wait(run_id: Any, status: str, timeout: float) -> Probe:
-    """Poll (every 2 ms: the steps note their own start, so polling adds nothing to what is measured)."""
+    return wait_for_state(run_id, status, timeout, Probe)
+
+
+def wait_for_state(run_id: Any, status: str, timeout: float, model: type[State]) -> State:
+    """Poll until the run has `status` (every 2 ms: the steps note their own start, so polling adds nothing to
+    what is measured); its newest checkpoint's state."""
     from durable.models import Checkpoint, Run
 
     deadline = time.monotonic() + timeout
@@ -155,7 +168,7 @@ def _wait(run_id: Any, status: str, timeout: float) -> Probe:
             raise RuntimeError(f"probe run {run_id} did not reach {status} within {timeout:.0f}s")
         time.sleep(0.002)
     newest = Checkpoint.objects.filter(run_id=run_id).order_by("-seq").first()
-    return Probe.model_validate(newest.state if newest else {})
+    return model.model_validate(newest.state if newest else {})
 
 
 def _join(user: Any, role: str) -> None:

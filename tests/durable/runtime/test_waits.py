@@ -325,16 +325,28 @@ def test_cancelling_a_child_wakes_its_parent_with_the_child_cancelled(tmp_path, 
 
 # -- Waking on time ----------------------------------------------------------------------------------------------
 
-def test_an_armed_timer_wakes_the_run_at_its_due_time_without_a_sweep(tmp_path):
+def test_a_short_timer_is_armed_by_the_worker_that_parks_it_and_wakes_without_a_sweep(tmp_path, monkeypatch):
+    monkeypatch.setattr(wakes, "arm_on_park", True)  # as in a Celery worker (durable.runtime.worker)
+    run = advance(start("test-sleep", tmp_path, seconds=0.3))
+    assert run.status == RunStatus.WAITING
+    assert wakes.arm_timers(5.0) == 0  # armed already, as it was parked
+    _woken(run)
+    assert advance(run).status == RunStatus.SUCCEEDED
+
+
+def test_the_sweeping_worker_arms_the_timers_due_before_its_next_sweep(tmp_path):
     run = advance(start("test-sleep", tmp_path, seconds=0.3))
     assert wakes.arm_timers(5.0) == 1
     assert wakes.arm_timers(5.0) == 0  # armed once
+    _woken(run)
+
+
+def _woken(run: Run) -> None:
     deadline = timezone.now() + timedelta(seconds=10)
     while timezone.now() < deadline and Run.objects.get(id=run.id).status == RunStatus.WAITING:
         pass
     run.refresh_from_db()
     assert run.status == RunStatus.PENDING
-    assert advance(run).status == RunStatus.SUCCEEDED
 
 
 def _on_postgres() -> bool:

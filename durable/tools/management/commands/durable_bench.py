@@ -71,6 +71,12 @@ class Command(BaseCommand):
         parser.add_argument("--sweeper-at", type=int, default=0, metavar="RUNS",
                             help="seed RUNS runs (Postgres; use a scratch database), time the sweeper's query "
                                  "on them, and remove them (with --keep: leave them for durable_console_bench --reuse)")
+        parser.add_argument("--parked", type=int, default=0, metavar="RUNS",
+                            help="seed RUNS runs parked on timers and events (Postgres; use a scratch database), time "
+                                 "and explain the sweeper's queries beside them, and remove them (with --keep: leave "
+                                 "them for durable_console_bench --reuse)")
+        parser.add_argument("--reuse", action="store_true",
+                            help="with --parked: time the parked runs an earlier --parked --keep left; seed nothing")
         parser.add_argument("--resume-with", type=int, default=0, metavar="N",
                             help="time resuming a run that has N recorded activity results, in this process")
         parser.add_argument("--kill", type=int, default=0, metavar="N",
@@ -82,6 +88,16 @@ class Command(BaseCommand):
                             help="time --runs runs of one step making N activities at once (ctx.parallel), "
                                  "each taking --call-ms, in this process")
         parser.add_argument("--call-ms", type=float, default=50.0, help="with --parallel: how long each call takes")
+        parser.add_argument("--events", type=int, default=0, metavar="N",
+                            help="park N runs on ctx.wait_for_event, send each its event (durable.send_event) one "
+                                 "after another, and report event sent -> the step running again, with 1 real worker")
+        parser.add_argument("--timers", type=int, default=0, metavar="N",
+                            help="start N runs sleeping random durations (ctx.sleep) and report timer due -> the "
+                                 "step running again, with 1 real worker and its sweeper")
+        parser.add_argument("--timer-seconds", default="0.2,6", metavar="SHORTEST,LONGEST",
+                            help="with --timers: the range the sleeps are drawn from, in seconds")
+        parser.add_argument("--timers-per-second", type=float, default=20.0,
+                            help="with --timers: how many runs to start a second")
         parser.add_argument("--loop", action="store_true",
                             help="runs of one step that routes back to itself, visited --steps times, instead "
                                  "of --steps declared steps (what a loop visit costs beside a declared step)")
@@ -95,6 +111,9 @@ class Command(BaseCommand):
             raise CommandError("--in-process times durable alone; run it without --compare")
         if comparing and options["loop"]:
             raise CommandError("--loop measures durable alone; run it without --compare")
+        if min(options["events"], options["timers"], options["parked"]) < 0 or options["timers_per_second"] <= 0:
+            raise CommandError("--events, --timers and --parked take a count (0: off); --timers-per-second more than 0")
+        timer_seconds = _seconds_range(options["timer_seconds"])
         if options["side_effect"] and not options["in_process"]:
             raise CommandError("--side-effect goes with --in-process (--compare runs both phases anyway)")
         if comparing and connection.vendor != "postgresql":
@@ -115,6 +134,15 @@ class Command(BaseCommand):
             self.stdout.write(f"durable_bench --sweeper-at {options['sweeper_at']:,}")
             self._lines(sweeper.seed_and_time(options["sweeper_at"], keep=keep))
             return
+        if options["parked"]:
+            from durable.tools.bench import parked
+
+            if connection.vendor != "postgresql":
+                raise CommandError("durable_bench --parked seeds with Postgres' generate_series: set DATABASE_URL "
+                                   "to a scratch Postgres database")
+            self.stdout.write(f"durable_bench --parked {options['parked']:,}")
+            self._lines(parked.seed_and_time(options["parked"], keep=keep or options["reuse"], reuse=options["reuse"]))
+            return
         if options["parallel"]:
             from durable.tools.bench.parallel import time_parallel
 
@@ -132,6 +160,10 @@ class Command(BaseCommand):
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
             if options["kill"]:
                 self._recovery(options["kill"], keep)
+                return
+            if options["events"] or options["timers"]:
+                self._waits(options["events"], options["timers"], timer_seconds, options["timers_per_second"],
+                            timeout, keep)
                 return
             if comparing:
                 self._compare(runs, steps, counts, timeout, repeat)
@@ -209,6 +241,27 @@ class Command(BaseCommand):
             if not keep:
                 delete_runs(run_ids)
         self._lines(found.lines(durable_settings.DURABLE_LEASE_SECONDS, durable_settings.DURABLE_SWEEP_SECONDS))
+
+    def _waits(self, events: int, timers: int, timer_seconds: tuple[float, float], per_second: float,
+               timeout: float, keep: bool) -> None:
+        from durable.tools.bench import waits
+
+        account = tool_account("bench-waits")
+        logs = settings.VAR_DIR / "logs"
+        logs.mkdir(exist_ok=True)
+        self.stdout.write(f"durable_bench waits: database {connection.vendor}, broker "
+                          f"{settings.CELERY_BROKER_URL.split('://')[0]}, each step notes the wall clock as it runs on")
+        try:
+            with waits.worker(account, logs):
+                if events:  # these runs stay, as the wake-up probes' do: each event sent is audited
+                    self._lines(waits.events(events, account, timeout).lines())
+                if timers:
+                    self._lines(waits.timers(timers, account, timeout, *timer_seconds, per_second=per_second).lines())
+        finally:
+            retire(account)
+            if not keep:
+                delete_runs(list(Run.objects.filter(created_by=account, workflow_name=waits.TIMER_WORKFLOW)
+                                 .values_list("id", flat=True)))
 
     def _phases(self, runs: int, steps: int, side_effect: bool, loop: bool) -> None:
         workflow = bench_workflow(steps, side_effect=side_effect, loop=loop)
@@ -297,6 +350,16 @@ class Command(BaseCommand):
     def _lines(self, lines: list[str]) -> None:
         for line in lines:
             self.stdout.write(line)
+
+
+def _seconds_range(given: str) -> tuple[float, float]:
+    try:
+        shortest, longest = (float(part) for part in given.split(","))
+    except ValueError:
+        raise CommandError(f"--timer-seconds takes SHORTEST,LONGEST in seconds (e.g. 0.2,6), not {given!r}") from None
+    if not 0 <= shortest <= longest:
+        raise CommandError(f"--timer-seconds: need 0 <= SHORTEST <= LONGEST, got {given!r}")
+    return shortest, longest
 
 
 def _start_runs(workflow: Workflow, count: int, account: User | None = None) -> list[UUID]:

@@ -14,7 +14,7 @@ from django.test.utils import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from durable.tools.bench import console
+from durable.tools.bench import console, parked
 from durable.roles import VIEWER, ensure_roles
 
 BUDGET_MS = 100.0
@@ -72,7 +72,17 @@ def pages(sample: dict[str, str]) -> list[Page]:
         Page("search, customer email", f"{search}?q={sample['customer']}", status=302),
         Page("search, customer part", f"{search}?q=customer-{sample['eleven']}", hit),
         Page("search, nothing found", f"{search}?q=no-such-order", hit),
+        *parked_pages(runs, row),
     ]
+
+
+def parked_pages(runs: str, row: str) -> list[Page]:
+    """With runs parked by `durable_bench --parked N --keep`: the runs list filtered on them, and one's page."""
+    parked_run = parked.sample_run()
+    if parked_run is None:
+        return []
+    return [Page("runs, status=WAITING (parked)", f"{runs}?status=WAITING", row),
+            Page("run page, a parked run", reverse("durable:run-detail", args=[parked_run]))]
 
 
 class Command(BaseCommand):

@@ -1,0 +1,30 @@
+"""Armed timers (durable/runtime/wakes.py): one thread per process wakes each armed run at its due time, never
+before it, those due together in one statement."""
+import threading
+import time
+
+import pytest
+
+from durable.engine.states import RunStatus
+from durable.models import Run
+from durable.runtime import wakes
+from tests.durable.claims import advance
+from tests.durable.runtime.test_waits import start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_timers_armed_together_each_wake_their_run_at_its_own_due_time_from_one_thread(tmp_path):
+    runs = [advance(start("test-sleep", tmp_path, key=f"W-{n}", seconds=seconds))
+            for n, seconds in enumerate((0.3, 0.6, 0.6, 1.0))]
+    due = dict(Run.objects.filter(id__in=[run.id for run in runs]).values_list("id", "next_attempt_at"))
+    assert wakes.arm_timers(5.0) == 4 and wakes.arm_timers(5.0) == 0  # each armed once
+    deadline = time.monotonic() + 15
+    while Run.objects.filter(id__in=due, status=RunStatus.WAITING).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    woken = Run.objects.filter(id__in=due).values_list("id", "status", "updated_at", "enqueued_at")
+    for run_id, status, woken_for, sent_at in woken:
+        assert status == RunStatus.PENDING
+        assert woken_for == due[run_id] and sent_at >= due[run_id]  # the due time it woke for, and not before it
+    assert [thread.name for thread in threading.enumerate()].count("durable-timers") == 1
+    assert all(advance(run).status == RunStatus.SUCCEEDED for run in runs)
