@@ -15,6 +15,8 @@ from django.db import connection
 
 from durable.conf import durable_settings
 
+DRILL_SETTINGS = "durable.tools.drill_settings"  # the settings a host's drill runs under (see that module)
+
 
 def database_url() -> str:
     """The URL of the database this process uses now (the test database inside tests)."""
@@ -32,12 +34,45 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
         "DATABASE_URL": database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "DURABLE_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
-        "DURABLE_VAR_DIR": str(settings.VAR_DIR),
+        "DURABLE_VAR_DIR": str(var_dir()),
         "DURABLE_SANDBOX_URL": durable_settings.DURABLE_SANDBOX_URL,
         "DURABLE_WORKFLOW_MODULES": ",".join(durable_settings.DURABLE_WORKFLOW_MODULES),
         "SECRET_KEY": settings.SECRET_KEY,
         **extra,
     }
+
+
+def var_dir() -> Path:
+    """Where this project keeps its files: the standalone project's VAR_DIR; a host's temporary directory."""
+    return Path(getattr(settings, "VAR_DIR", None) or tempfile.gettempdir())
+
+
+def project_dir() -> Path:
+    """Where this project's processes start (its manage.py): BASE_DIR, or the working directory."""
+    return Path(getattr(settings, "BASE_DIR", None) or os.getcwd())
+
+
+def settings_module() -> str:
+    """This project's own settings module (a drill's process names the one it wraps: durable.tools.drill_settings)."""
+    # The environment's, not settings.SETTINGS_MODULE: inside override_settings that one is None.
+    module = os.environ.get("DJANGO_SETTINGS_MODULE") or settings.SETTINGS_MODULE
+    return os.environ.get("DURABLE_DRILL_SETTINGS", module) if module == DRILL_SETTINGS else module
+
+
+def celery_app() -> str:
+    """What `celery -A` names for this project: the package its settings live in (durable.project, a host's
+    `host`), where Django's and Celery's layout put the Celery app."""
+    module = settings_module()
+    return module.rpartition(".")[0] or module
+
+
+def announce_ready(**_: object) -> None:
+    """A worker consumes: say so in the file DURABLE_WORKER_READY_FILE names, so that a supervisor (the demo
+    launcher, the drill, the benchmark, tests) waits for a worker that really consumes, on any broker."""
+    path = os.environ.get("DURABLE_WORKER_READY_FILE")
+    if path:
+        with open(path, "w") as ready:
+            ready.write(str(os.getpid()))
 
 
 class ChildProcess:
@@ -82,14 +117,14 @@ class WorkerProcess(ChildProcess):
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "celery", "-A", "durable.project", "worker", f"--pool={self.pool}", "--loglevel=WARNING",
+            sys.executable, "-m", "celery", "-A", celery_app(), "worker", f"--pool={self.pool}", "--loglevel=WARNING",
             "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-n", f"{self.name}-{os.getpid()}-{id(self)}@%h",
         ]
         if self.pool != "solo":  # the solo pool has no children to count
             cmd.append(f"--concurrency={self.concurrency}")
         if self.beat:
-            cmd += ["--beat", "--schedule", str(settings.VAR_DIR / f"celerybeat-{self.name}")]
+            cmd += ["--beat", "--schedule", str(var_dir() / f"celerybeat-{self.name}")]
         return cmd
 
     def child_env(self) -> dict[str, str]:
@@ -98,7 +133,7 @@ class WorkerProcess(ChildProcess):
     def start(self, timeout: float = 60.0) -> WorkerProcess:
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            self.command(), env=self.child_env(), cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
+            self.command(), env=self.child_env(), cwd=project_dir(), stdout=output, stderr=subprocess.STDOUT,
         )
         self._wait_ready(timeout)
         return self
