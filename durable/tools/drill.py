@@ -264,13 +264,16 @@ def cancel_unsettled(run_ids: list[UUID]) -> None:
 
 
 class DrillWorkers:
-    """W prefork workers with the cell's fault armed; each sweeps, in turn with the others (only the drill's runs).
+    """W workers with the cell's fault armed; each sweeps, in turn with the others (only the drill's runs).
 
     Prefork with one child: when the fault point kills the child, the master forks a new one
     in milliseconds and requeues the message (acks late, reject on worker lost): at once on
     Redis or AMQP; kombu's filesystem broker has no event loop, so there Celery's plain pool
     first waits `worker_lost_wait` (10 s) and the worker takes nothing new meanwhile. A whole
-    worker process that exits is replaced by `supervise`.
+    worker process that exits is replaced by `supervise`. On SQLite the solo pool instead: a
+    child forked while the master's sweeper thread holds the database file's write lock inherits
+    SQLite's record of that lock and finds the database locked for good ("do not carry a
+    connection across fork()"); a solo worker the fault kills is replaced whole by `supervise`.
     """
 
     def __init__(self, env: dict[str, str], count: int, log_dir: Path | None, label: str) -> None:
@@ -283,12 +286,18 @@ class DrillWorkers:
 
     def _new(self, index: int) -> WorkerProcess:
         log_path = self.log_dir / f"drill-{self.label}-{index}.log" if self.log_dir else None
-        return WorkerProcess(env=self.env, log_path=log_path, name=f"drill{index}", pool="prefork", concurrency=1)
+        # Killed with the drill (its fault armed, its sweeper scoped to the drill's account): none outlives it.
+        pool = "solo" if connection.vendor == "sqlite" else "prefork"
+        return WorkerProcess(env=self.env, log_path=log_path, name=f"drill{index}", pool=pool, concurrency=1,
+                             die_with_parent=True)
 
     def __enter__(self) -> DrillWorkers:
         self.workers = [self._new(i) for i in range(self.count)]
         try:
-            _in_parallel(WorkerProcess.start, self.workers)  # each takes seconds to boot Django and Celery
+            for worker in self.workers:  # launched from this thread, which lives as long as the drill
+                worker.launch()
+            for worker in self.workers:  # each takes seconds to boot Django and Celery, all at once
+                worker.wait_ready()
         except BaseException:
             _in_parallel(WorkerProcess.stop, self.workers)
             raise

@@ -1,6 +1,7 @@
 """Starting and stopping real worker processes: for the demo launcher, the benchmark and tests."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -105,8 +106,9 @@ class WorkerProcess(ChildProcess):
     """
 
     def __init__(self, *, env: dict[str, str] | None = None, beat: bool = False, log_path: Path | None = None,
-                 name: str = "worker", pool: str = "solo", concurrency: int = 1) -> None:
+                 name: str = "worker", pool: str = "solo", concurrency: int = 1, die_with_parent: bool = False) -> None:
         self.env = env or {}
+        self.die_with_parent = die_with_parent
         self.beat = beat
         self.name = name
         self.pool = pool
@@ -131,14 +133,20 @@ class WorkerProcess(ChildProcess):
         return child_environment({"DURABLE_WORKER_READY_FILE": str(self._ready), **self.env})
 
     def start(self, timeout: float = 60.0) -> WorkerProcess:
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to consume. With `die_with_parent`, the kernel kills it when
+        the thread that launched it ends (Linux's parent-death signal): a tool killed mid-way leaves no worker."""
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             self.command(), env=self.child_env(), cwd=project_dir(), stdout=output, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
         )
-        self._wait_ready(timeout)
-        return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while not self._ready.exists():
             if self.process is None or self.process.poll() is not None:
@@ -160,6 +168,17 @@ class WorkerProcess(ChildProcess):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs the worker: be killed when the thread that started it ends (Linux only)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: a tool killed mid-way leaves its workers, as before
+        pass
 
 
 def free_port(host: str = "127.0.0.1") -> int:
