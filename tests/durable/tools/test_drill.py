@@ -23,6 +23,7 @@ from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, 
 from approvals.models import ApprovalRequest
 from durable.models import DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
 from durable.registry import registry
+from tests.approvals.flow import waiting_claim
 from tests.durable.metered import counting
 
 KEYS = Capabilities(honours_idempotency_keys=True)
@@ -245,10 +246,12 @@ FOREIGN_FIELDS = ("status", "lease_owner", "lease_expires_at", "fencing_token", 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_a_drill_beside_a_production_run_leaves_that_run_alone(worker_log_dir):
+def test_a_drill_beside_a_production_run_leaves_that_run_alone(worker_log_dir, sandbox):
     """A production run whose worker died (lease expired, a ticket left STARTED an hour ago) is due for any
-    sweeper; the drill's sweeper, its reconciler and its workers must not touch it."""
+    sweeper; the drill's sweeper, its reconciler and its workers must not touch it. Another waits for a
+    person's approval: the drill's approver, deciding its own runs' approvals meanwhile, leaves it pending."""
     person = User.objects.create_user("production-caller")
+    waiting, request = waiting_claim("ORD-1003", starter=person)
     foreign, _ = services.start_run(workflow="claims-agent", version=1, business_key="ORD-4242", user=person,
                                     enqueue=False, allow_older_version=True,
                                     input={"order_id": "ORD-4242", "customer_message": "ORD-4242 broke, refund"})
@@ -264,6 +267,9 @@ def test_a_drill_beside_a_production_run_leaves_that_run_alone(worker_log_dir):
                                    timeout=90, log_dir=worker_log_dir))
 
     assert result.ok, format_matrix(result)
+    assert result.approvals_decided == 1  # its own run's, on claims-agent v2
+    assert ApprovalRequest.objects.get(id=request.id).status == "PENDING" and not request.decisions.exists()
+    assert Run.objects.get(id=waiting.id).status == RunStatus.WAITING_APPROVAL
     assert Run.objects.values(*FOREIGN_FIELDS).get(id=foreign.id) == before  # not re-sent, not claimed
     assert not JournalEntry.objects.filter(run_id=foreign.id).exists()  # no step, activity or reconciliation
     ticket = SideEffect.objects.get(pk="f" * 32)
