@@ -19,7 +19,6 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
@@ -106,10 +105,9 @@ def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = No
 
 @register(Tags.database, DURABLE)
 def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    # Only where the drill can run: `durable_drill` belongs to durable.tools, which a host project never installs
-    # (docs/embedding.md), and drills the demo's workflows only. A warning a project cannot clear is noise that
-    # teaches people to silence checks; hosts get W011 back when the drill can run their workflows.
-    if not databases or not apps.is_installed("durable.tools"):
+    # In a host project too: it runs the drill under durable.tools.drill_settings, against stand-ins of its own
+    # downstreams (docs/fault-drill.md), so every project launching a workflow with side effects can clear it.
+    if not databases:
         return []
     return check_drills(registry.all())
 
@@ -337,7 +335,6 @@ def check_versions_in_flight() -> list[CheckMessage]:
 
 def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
     """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
-    from durable.engine.step_source import steps_that_ask
     from durable.runtime.fault_points import FAULT_POINTS
     from durable.models import DrillRecord
 
@@ -359,21 +356,17 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
             continue
         command = (f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version} "
                    f"--actions {','.join(sorted(actions))}")
-        asking = steps_that_ask(wf.steps)
-        hint = (f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
-                "there. It touches only what it creates: its runs belong to an account of its own, its workers "
-                "sweep only those, on a queue of their own, and production's workers leave them alone "
-                "(docs/fault-drill.md#the-launch-check)."
-                if not asking else
-                f"The drill does not approve, so it cannot drill a version that waits for a human (step(s) "
-                f"{', '.join(asking)}). Drill a version with the same side effects and no approval, and silence "
-                "this warning knowingly (SILENCED_SYSTEM_CHECKS = ['durable.W011']; "
-                "docs/fault-drill.md#the-launch-check).")
         found.append(Warning(
             f"New runs start on {wf.name} v{wf.version}, and no passing fault drill of every fault point and "
             f"side effect ({', '.join(sorted(actions))}) is recorded for its current steps"
             f"{_last_drill(records, wf)}.",
-            hint=hint, obj=f"{wf.name} v{wf.version}", id="durable.W011"))
+            hint=f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
+                 "there. It touches only what it creates: its runs belong to an account of its own, approvals they "
+                 "ask for are decided by another of its own, its workers sweep only those runs, on a queue of their "
+                 "own, and production's workers leave them alone. A host project adds --settings "
+                 "durable.tools.drill_settings and --target, the stand-ins of its downstreams "
+                 "(docs/fault-drill.md#drilling-a-host-projects-workflows).",
+            obj=f"{wf.name} v{wf.version}", id="durable.W011"))
     return found
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,19 +83,6 @@ def read_step(fn: Callable[..., Any]) -> StepSource:
     calls = tuple(_call(node, bindings, offset) for node in ast.walk(body)
                   if isinstance(node, ast.Call) and _method(node) in (SIDE_EFFECT, REQUEST_APPROVAL))
     return StepSource(filename, calls)
-
-
-def steps_that_ask(steps: Iterable[Any]) -> list[str]:
-    """The names of the steps whose own source asks for an approval (a step whose source cannot be read is not
-    counted): the fault drill cannot drill them, since it does not approve."""
-    asking = []
-    for step in steps:
-        try:
-            if read_step(step.fn).of_kind(REQUEST_APPROVAL):
-                asking.append(step.name)
-        except SourceUnavailable:
-            pass
-    return asking
 
 
 def dotted_name(node: ast.expr) -> str:

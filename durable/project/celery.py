@@ -1,13 +1,14 @@
 """The standalone project's Celery application (durable creates no other): workers advance runs, beat sweeps.
 
-It finds the apps' tasks (`@shared_task`) with autodiscover_tasks(), as a host project's own app would.
+It finds the apps' tasks (`@shared_task`) with autodiscover_tasks(), as a host project's own app would. A worker
+the tools start says when it consumes through the tools app (durable.tools.processes.announce_ready).
 """
 import logging
 import logging.config
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, worker_ready
+from celery.signals import setup_logging
 
 from durable.runtime.worker import configure
 
@@ -17,16 +18,6 @@ app = Celery("durable")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 configure(app)  # broker folders, and database connections kept between tasks (durable/runtime/worker.py)
-
-
-@worker_ready.connect
-def _announce_ready(**_: object) -> None:
-    # Lets a supervisor (the demo launcher, tests, the benchmark) wait for a worker that
-    # really consumes, on any broker, including ones without remote control.
-    path = os.environ.get("DURABLE_WORKER_READY_FILE")
-    if path:
-        with open(path, "w") as ready:
-            ready.write(str(os.getpid()))
 
 
 @setup_logging.connect

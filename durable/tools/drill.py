@@ -1,6 +1,12 @@
-"""The fault drill: crash real workers at each fault point, per downstream kind, and count what happened twice."""
+"""The fault drill: crash real workers at each fault point, per side effect, and count what happened twice.
+
+It drills any registered workflow against a target (durable/tools/drill_targets.py: stand-ins for its
+downstreams that count effects, and each run's input), and decides the approvals its runs ask for as an
+account of its own (durable/tools/drill_approvals.py). Its workers run under durable.tools.drill_settings.
+"""
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -14,37 +20,38 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from durable.errors import Conflict
 from durable import services
-from durable.runtime.dispatch import drop_queue
-from durable.downstream import get_downstream
-from durable.engine.ids import operation_id
-from durable.engine.ledger import Capabilities
-from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.engine import step_source
-from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
-from durable.models import DrillRecord, Run, SideEffect
-from durable.tools.processes import WorkerProcess
+from durable.errors import Conflict
+from durable.models import DrillRecord, OperatorAction, Run
 from durable.registry import UnknownWorkflow, registry
-from durable.tools.sandbox import SandboxServer
+from durable.runtime.dispatch import drop_queue
+from durable.tools.drill_approvals import DrillApprover
+from durable.tools.drill_counts import ENDED, CellCounts, capabilities_of, crashed_operations, expectation, judge, measure
+from durable.tools.drill_targets import SANDBOX, load_target
+from durable.tools.faults import FAULT_POINTS
+from durable.tools.processes import DRILL_SETTINGS, WorkerProcess, settings_module
+from durable.tools.workload import delete_runs, retire, tool_account, wait_for_runs
 from durable.workflow import Workflow
-from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
 
-DEFAULT_ACTIONS = ("refund", "ticket", "notify")
-# Short lease, sweep and grace: a crashed run is rescued within seconds instead of minutes.
-DRILL_ENV = {
-    "DURABLE_LEASE_SECONDS": "2",
-    "DURABLE_SWEEP_SECONDS": "1",
-    "DURABLE_PENDING_GRACE_SECONDS": "2",
-    "DURABLE_HTTP_TIMEOUT_SECONDS": "1",  # at most half the lease (durable.E014)
+# What the drill's workers run with: a short lease, sweep and grace, so a crashed run is rescued within seconds
+# instead of minutes; and a sweeper in every worker, whatever the project chose (durable.W016).
+WORKER_SETTINGS: dict[str, Any] = {
+    "DURABLE_LEASE_SECONDS": 2.0,
+    "DURABLE_SWEEP_SECONDS": 1.0,
+    "DURABLE_PENDING_GRACE_SECONDS": 2.0,
+    "DURABLE_HTTP_TIMEOUT_SECONDS": 1.0,  # at most half the lease (durable.E014)
+    "DURABLE_WORKER_SWEEPS": True,
 }
-SETTLED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.NEEDS_ATTENTION})
+# The same as environment variables, for a tool whose workers read them through the standalone project's settings.
+DRILL_ENV = {name: str(value).lower() if isinstance(value, bool) else str(value)
+             for name, value in WORKER_SETTINGS.items()}
+SETTLED = ENDED | {RunStatus.FAILED, RunStatus.CANCELLED}
 
 
 @dataclass(frozen=True)
@@ -63,16 +70,16 @@ class Cell:
 class DrillConfig:
     runs_per_cell: int = 10
     points: tuple[str, ...] = FAULT_POINTS
-    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    actions: tuple[str, ...] = ()  # none named: every side effect the drilled version declares
     workers: int = 2
     workflow: str = "claims-agent"
-    # Version 1 goes straight through its side effects; version 2 would wait days for a human.
-    version: int | None = 1
+    version: int | None = None  # None: the newest
+    target: str = SANDBOX  # the stand-ins and the inputs (durable/tools/drill_targets.py)
     timeout: float = 300.0  # per cell, from the moment its runs are started
     log_dir: Path | None = None
 
     def cells(self) -> list[Cell]:
-        return [Cell(point, action) for point in self.points for action in self.actions]
+        return [Cell(point, action) for point in self.points for action in drilled_actions(self)]
 
 
 def validate(config: DrillConfig) -> None:
@@ -86,16 +93,18 @@ def validate(config: DrillConfig) -> None:
         workflow = drilled_workflow(config)
     except UnknownWorkflow as exc:
         raise ValueError(f"--workflow: {exc}") from None
-    declared = {action for step in workflow.steps for action in step.side_effects}
-    undeclared = sorted(set(config.actions) - declared)
-    if undeclared or not config.actions:
-        raise ValueError(f"--actions must be side effects {config.workflow} declares ({', '.join(sorted(declared))}); "
+    declared = declared_actions(workflow)
+    if not declared:
+        raise ValueError(f"{workflow.name} v{workflow.version} declares no side effect: there is nothing a crash "
+                         "could make happen twice, and nothing to drill")
+    undeclared = sorted(set(config.actions) - set(declared))
+    if undeclared:
+        raise ValueError(f"--actions must be side effects {config.workflow} declares ({', '.join(declared)}); "
                          f"got {undeclared}")
-    asking = steps_that_ask(workflow)
-    if asking:
-        raise ValueError(f"{workflow.name} v{workflow.version} waits for a human at step(s) {', '.join(asking)}, and "
-                         "the drill does not approve, so its runs would never settle; choose a version without "
-                         "approvals with --workflow-version")
+    try:
+        import_string(config.target)
+    except ImportError as exc:
+        raise ValueError(f"--target: {exc}") from None
 
 
 def drilled_workflow(config: DrillConfig) -> Workflow:
@@ -105,64 +114,13 @@ def drilled_workflow(config: DrillConfig) -> Workflow:
     return registry.get(config.workflow, config.version)
 
 
-def steps_that_ask(workflow: Workflow) -> list[str]:
-    """Steps whose own source asks for an approval (a step whose source cannot be read is not counted)."""
-    return step_source.steps_that_ask(workflow.steps)
+def declared_actions(workflow: Workflow) -> list[str]:
+    return sorted({action for step in workflow.steps for action in step.side_effects})
 
 
-# -- what a cell must show -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """How every run of a cell must end, given what the armed action's downstream can do."""
-
-    ends_unknown: bool  # the crash left the operation possibly sent, and nothing can tell
-    armed_effects: int  # effects of the armed operation in the downstream's own counters
-
-
-def expectation(point: str, capabilities: Capabilities) -> Expectation:
-    """Keys or a lookup settle every crash; without either, a crash once STARTED is UNKNOWN."""
-    blind = not capabilities.can_settle
-    if blind and point in (AFTER_STARTED, AFTER_DOWNSTREAM):
-        # After STARTED the request was not sent yet, but the machine cannot know that.
-        return Expectation(ends_unknown=True, armed_effects=1 if point == AFTER_DOWNSTREAM else 0)
-    return Expectation(ends_unknown=False, armed_effects=1)
-
-
-@dataclass(frozen=True)
-class CellCounts:
-    """What one cell's runs did, from the database and the sandbox's own counters."""
-
-    runs: int
-    crashes: int  # fault points that fired: one marker file each
-    completed: int
-    needs_attention: int
-    lost: int  # neither SUCCEEDED nor NEEDS_ATTENTION when the cell ended
-    unknown: int  # UNKNOWN operations, any action
-    ended_unknown: int  # runs in NEEDS_ATTENTION with the armed operation UNKNOWN
-    max_effects: int  # most effects of any one armed operation
-    duplicates: int  # operations, any action, that took effect twice or more
-    wrong_effects: int  # operations of runs that ended, with an unexpected effect count below two
-
-
-def judge(counts: CellCounts, expect: Expectation) -> list[str]:
-    """The cell's violations; an empty list means the ledger kept its promises."""
-    c = counts
-    reasons = []
-    if c.duplicates:
-        reasons.append(f"{c.duplicates} operation(s) took effect twice")
-    if c.lost:
-        reasons.append(f"{c.lost} run(s) lost")
-    if expect.ends_unknown and c.ended_unknown < c.runs - c.lost:
-        reasons.append(f"{c.runs - c.lost - c.ended_unknown} run(s) ended other than UNKNOWN")
-    if not expect.ends_unknown and c.unknown:
-        reasons.append(f"{c.unknown} UNKNOWN operation(s) where the downstream can tell")
-    if c.wrong_effects:
-        reasons.append(f"{c.wrong_effects} operation(s) with the wrong number of effects")
-    if c.crashes < c.runs:  # a run the fault missed proves nothing about recovery
-        reasons.append(f"the fault fired in only {c.crashes} of {c.runs} run(s)")
-    return reasons
+def drilled_actions(config: DrillConfig) -> tuple[str, ...]:
+    """The actions named, or every side effect the drilled version declares."""
+    return config.actions or tuple(declared_actions(drilled_workflow(config)))
 
 
 @dataclass(frozen=True)
@@ -189,6 +147,7 @@ class DrillResult:
     config: DrillConfig
     cells: tuple[CellResult, ...]
     seconds: float
+    approvals_decided: int = 0  # decisions the drill's approver account made
 
     @property
     def ok(self) -> bool:
@@ -202,22 +161,25 @@ class DrillResult:
 
 
 def run_drill(config: DrillConfig, *, on_cell: Callable[[CellResult], None] | None = None) -> DrillResult:
-    """Every cell in turn, each with fresh workers, sandbox, queue and fault markers.
+    """Every cell in turn, each with fresh workers, stand-ins, queue and fault markers.
 
-    The drill starts its runs as an account of its own and its workers sweep only that account's
-    runs, on a queue of their own: pointed at a database other runs live in, it touches none of them."""
+    The drill starts its runs as an account of its own, approves what they ask for as another of its own, and
+    its workers sweep only the first account's runs, on a queue of their own: pointed at a database other runs
+    live in, it touches none of them (invariant 14)."""
     validate(config)
     started, started_at = time.monotonic(), timezone.now()
     results = []
     account = tool_account("drill")
+    approver = DrillApprover(account)
     try:
         for number, cell in enumerate(config.cells(), start=1):
-            results.append(run_cell(config, cell, number, account=account))
+            results.append(run_cell(config, cell, number, account=account, approver=approver))
             if on_cell is not None:
                 on_cell(results[-1])
     finally:
         retire(account)
-    result = DrillResult(config, tuple(results), time.monotonic() - started)
+        approver.retire()
+    result = DrillResult(config, tuple(results), time.monotonic() - started, approver.decided)
     record(result, started_at=started_at)
     return result
 
@@ -227,59 +189,69 @@ def record(result: DrillResult, *, started_at: datetime) -> DrillRecord:
     workflow = drilled_workflow(result.config)
     return DrillRecord.objects.create(
         workflow_name=workflow.name, workflow_version=workflow.version, topology_fingerprint=workflow.fingerprint,
-        points=list(result.config.points), actions=list(result.config.actions), runs=result.total("runs"),
+        points=list(result.config.points), actions=list(drilled_actions(result.config)), runs=result.total("runs"),
         violations=[f"{cell.cell.label}: {'; '.join(cell.violations)}" for cell in result.cells if not cell.ok],
         passed=result.ok, database=connection.vendor, broker=settings.CELERY_BROKER_URL.split("://")[0],
         started_at=started_at, finished_at=timezone.now(),
     )
 
 
-def run_cell(config: DrillConfig, cell: Cell, number: int, *, account: User) -> CellResult:
+def run_cell(config: DrillConfig, cell: Cell, number: int, *, account: Any, approver: DrillApprover) -> CellResult:
     started = time.monotonic()
     fault_dir = Path(tempfile.mkdtemp(prefix="durable-drill-faults-"))
     # A queue of its own: no other worker takes the drill's runs, no earlier cell's message lingers.
     queue = f"durable-drill-{uuid.uuid4().hex[:8]}"
+    target = load_target(config.target)
+    run_ids: list[UUID] = []
     try:
-        with SandboxServer() as sandbox, \
-                override_settings(DURABLE_SANDBOX_URL=sandbox.url, CELERY_TASK_DEFAULT_QUEUE=queue):
-            # Order ids of this cell alone: an earlier drill's run of the same order may still be active (an
-            # UNKNOWN notification waits for an operator), and the claims agent answers a start with that run.
-            orders = seed_orders(sandbox, f"ORD-7{uuid.uuid4().int % 10**8:08d}{number:02d}", config.runs_per_cell)
-            env = {**DRILL_ENV, **scope_env(account), "DURABLE_FAULT_POINTS": cell.point,
-                   "DURABLE_FAULT_ACTIONS": cell.action, "DURABLE_FAULT_DIR": str(fault_dir)}
+        reach = target.start()
+        with override_settings(**reach, DURABLE_QUEUE=queue, CELERY_TASK_DEFAULT_QUEUE=queue):
+            # Keys of this cell alone: an earlier drill's run of the same key may still be active (an UNKNOWN
+            # notification waits for an operator), and a workflow may answer a start with that run.
+            keyed = target.runs(config.runs_per_cell, tag=f"7{uuid.uuid4().int % 10**8:08d}{number:02d}")
+            env = worker_env(cell, fault_dir, {**reach, "DURABLE_SCOPE_CREATED_BY": account.pk,
+                                               "DURABLE_QUEUE": queue, "CELERY_TASK_DEFAULT_QUEUE": queue})
             with DrillWorkers(env, config.workers, config.log_dir, cell.label) as workers:
-                run_ids = [_start_run(config.workflow, config.version, order_id, account) for order_id in orders]
-                wait_for_runs(run_ids, until=SETTLED, timeout=config.timeout, tick=workers.supervise)
+                run_ids = [_start_run(config, key, data, account) for key, data in keyed]
+
+                def tick() -> None:
+                    workers.supervise()
+                    approver.approve_pending(run_ids)
+
+                wait_for_runs(run_ids, until=SETTLED, timeout=config.timeout, tick=tick)
             # Counted only once the workers are gone: nothing can take effect after this.
-            downstream, counts = measure(cell, run_ids, crashes=len(list(fault_dir.iterdir())),
-                                         effects=sandbox.state.calls_snapshot())
+            downstream, counts = measure(cell.action, cell.point, run_ids, crashed=crashed_operations(fault_dir),
+                                         crashes=len(list(fault_dir.iterdir())), effects=target.effects())
             drop_queue(queue)
     finally:
+        target.stop()
         shutil.rmtree(fault_dir, ignore_errors=True)
-    cancel_unsettled(run_ids)
+        cancel_unsettled(run_ids)
     violations = judge(counts, expectation(cell.point, capabilities_of(downstream)))
     return CellResult(cell, downstream, counts, tuple(violations), tuple(run_ids), time.monotonic() - started,
                       workers.restarts)
 
 
-def seed_orders(sandbox: SandboxServer, prefix: str, runs: int) -> list[str]:
-    """One order per run, so each run has business keys of its own."""
-    orders = [f"{prefix}{i:05d}" for i in range(runs)]
-    for i, order_id in enumerate(orders):
-        sandbox.state.upsert_order({"order_id": order_id, "customer": f"Drill Customer {i}", "amount": "40.00",
-                                    "currency": "EUR"})
-    return orders
+def worker_env(cell: Cell, fault_dir: Path, overrides: dict[str, Any]) -> dict[str, str]:
+    """The environment of the cell's workers: the project's settings under durable.tools.drill_settings, with the
+    drill's on top (the same database and broker as this process, and `overrides`), and the cell's fault armed."""
+    db = connection.settings_dict
+    drilled = {**WORKER_SETTINGS, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+               "DATABASES": {"default": {key: db[key] for key in ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT")}},
+               **overrides}
+    return {"DJANGO_SETTINGS_MODULE": DRILL_SETTINGS, "DURABLE_DRILL_SETTINGS": settings_module(),
+            "DURABLE_DRILL_OVERRIDES": json.dumps(drilled, default=str),
+            "DURABLE_FAULT_POINTS": cell.point, "DURABLE_FAULT_ACTIONS": cell.action, "DURABLE_FAULT_DIR": str(fault_dir)}
 
 
-def _start_run(workflow: str, version: int | None, order_id: str, account: User) -> UUID:
-    run, _ = services.start_run(workflow=workflow, version=version, business_key=order_id, enqueue=True, input={
-        "order_id": order_id, "customer_message": f"{order_id} arrived broken, please refund it",
-    }, allow_older_version=True, user=account)
+def _start_run(config: DrillConfig, business_key: str, data: dict[str, Any], account: Any) -> UUID:
+    run, _ = services.start_run(workflow=config.workflow, version=config.version, business_key=business_key,
+                                input=data, enqueue=True, allow_older_version=True, user=account)
     return run.id
 
 
 def cancel_unsettled(run_ids: list[UUID]) -> None:
-    """A run the cell lost must not be resumed later by some other sweeper against a sandbox now gone."""
+    """A run the cell lost must not be resumed later by some other sweeper against stand-ins now gone."""
     for run_id in Run.objects.filter(id__in=run_ids).exclude(status__in=SETTLED).values_list("id", flat=True):
         try:
             services.cancel_run(run_id=run_id, user=None, source="command",
@@ -288,58 +260,20 @@ def cancel_unsettled(run_ids: list[UUID]) -> None:
             pass  # it settled meanwhile
 
 
-def capabilities_of(downstream: str) -> Capabilities:
-    adapter = get_downstream(downstream)
-    return adapter.capabilities if adapter is not None else Capabilities()
-
-
-# -- counting --------------------------------------------------------------
-
-
-def measure(cell: Cell, run_ids: Iterable[UUID], *, crashes: int,
-            effects: dict[str, dict[str, Any]]) -> tuple[str, CellCounts]:
-    """The armed action's downstream and the cell's counts; `effects` is the sandbox's calls_snapshot()."""
-    runs = list(Run.objects.filter(id__in=list(run_ids)).values_list("id", "business_key", "status"))
-    ledger = list(SideEffect.objects.filter(run_id__in=[run_id for run_id, _, _ in runs])
-                  .values_list("operation_id", "run_id", "action_name", "downstream", "status"))
-    armed = {run_id: status for _, run_id, action, _, status in ledger if action == cell.action}
-    downstream = next((service for _, _, action, service, _ in ledger if action == cell.action), "?")
-    expect = expectation(cell.point, capabilities_of(downstream))
-    ended = {run_id for run_id, _, status in runs if status in (RunStatus.SUCCEEDED, RunStatus.NEEDS_ATTENTION)}
-    completed = sum(status == RunStatus.SUCCEEDED for *_, status in runs)
-    attention = len(ended) - completed
-    # Effects are keyed by the operation id, the Idempotency-Key every adapter sends.
-    armed_effects = [effects_of(effects, downstream, operation_id(str(run_id), cell.action, key))
-                     for run_id, key, _ in runs]
-    wrong = [op_id for op_id, run_id, action, service, _ in ledger if run_id in ended
-             and effects_of(effects, service, op_id) < 2  # two or more are counted as duplicates
-             and effects_of(effects, service, op_id) != (expect.armed_effects if action == cell.action else 1)]
-    return downstream, CellCounts(
-        runs=len(runs), crashes=crashes, completed=completed, needs_attention=attention, lost=len(runs) - len(ended),
-        unknown=sum(status == Op.UNKNOWN for *_, status in ledger),
-        ended_unknown=sum(status == RunStatus.NEEDS_ATTENTION and armed.get(run_id) == Op.UNKNOWN
-                          for run_id, _, status in runs),
-        max_effects=max(armed_effects, default=0),
-        duplicates=sum(n > 1 for service in effects.values() for n in service["effects_by_key"].values()),
-        wrong_effects=len(wrong),
-    )
-
-
-def effects_of(effects: dict[str, dict[str, Any]], service: str, op_id: str) -> int:
-    return effects.get(service, {}).get("effects_by_key", {}).get(op_id, 0)
-
-
 # -- workers ---------------------------------------------------------------
 
 
 class DrillWorkers:
-    """W prefork workers with the cell's fault armed; the first also runs beat, the sweeper.
+    """W workers with the cell's fault armed; each sweeps, in turn with the others (only the drill's runs).
 
     Prefork with one child: when the fault point kills the child, the master forks a new one
     in milliseconds and requeues the message (acks late, reject on worker lost): at once on
     Redis or AMQP; kombu's filesystem broker has no event loop, so there Celery's plain pool
     first waits `worker_lost_wait` (10 s) and the worker takes nothing new meanwhile. A whole
-    worker process that exits is replaced by `supervise`.
+    worker process that exits is replaced by `supervise`. On SQLite the solo pool instead: a
+    child forked while the master's sweeper thread holds the database file's write lock inherits
+    SQLite's record of that lock and finds the database locked for good ("do not carry a
+    connection across fork()"); a solo worker the fault kills is replaced whole by `supervise`.
     """
 
     def __init__(self, env: dict[str, str], count: int, log_dir: Path | None, label: str) -> None:
@@ -352,13 +286,18 @@ class DrillWorkers:
 
     def _new(self, index: int) -> WorkerProcess:
         log_path = self.log_dir / f"drill-{self.label}-{index}.log" if self.log_dir else None
-        return WorkerProcess(env=self.env, beat=index == 0, log_path=log_path, name=f"drill{index}",
-                             pool="prefork", concurrency=1)
+        # Killed with the drill (its fault armed, its sweeper scoped to the drill's account): none outlives it.
+        pool = "solo" if connection.vendor == "sqlite" else "prefork"
+        return WorkerProcess(env=self.env, log_path=log_path, name=f"drill{index}", pool=pool, concurrency=1,
+                             die_with_parent=True)
 
     def __enter__(self) -> DrillWorkers:
         self.workers = [self._new(i) for i in range(self.count)]
         try:
-            _in_parallel(WorkerProcess.start, self.workers)  # each takes seconds to boot Django and Celery
+            for worker in self.workers:  # launched from this thread, which lives as long as the drill
+                worker.launch()
+            for worker in self.workers:  # each takes seconds to boot Django and Celery, all at once
+                worker.wait_ready()
         except BaseException:
             _in_parallel(WorkerProcess.stop, self.workers)
             raise
@@ -381,9 +320,14 @@ def _in_parallel(fn: Callable[[WorkerProcess], object], workers: list[WorkerProc
             future.result()
 
 
-def forget(result: DrillResult) -> None:
-    """Delete the drill's runs, their ledger rows, checkpoints and journals."""
-    delete_runs([run_id for cell in result.cells for run_id in cell.run_ids])
+def forget(result: DrillResult) -> int:
+    """Delete the drill's runs with their ledger rows, approval requests, checkpoints and journals, but for the
+    runs the audit trail names (an approval the drill's account decided): it is append-only, and they stay, as
+    the bench's approval probes do. Returns how many stayed."""
+    run_ids = [run_id for cell in result.cells for run_id in cell.run_ids]
+    audited = set(OperatorAction.objects.filter(run_id__in=run_ids).values_list("run_id", flat=True))
+    delete_runs([run_id for run_id in run_ids if run_id not in audited])
+    return len(audited)
 
 
 # -- the matrix ------------------------------------------------------------
@@ -398,9 +342,11 @@ COLUMNS = (
 
 def banner(config: DrillConfig) -> str:
     broker = settings.CELERY_BROKER_URL.split("://")[0]
-    return (f"durable_drill: {config.workflow}, {config.runs_per_cell} run(s) per cell, {len(config.points)} fault "
-            f"point(s) x {len(config.actions)} action(s), {config.workers} worker(s), database {connection.vendor}, "
-            f"broker {broker}")
+    workflow = drilled_workflow(config)
+    target = "" if config.target == SANDBOX else f", target {config.target}"
+    return (f"durable_drill: {workflow.name} v{workflow.version}, {config.runs_per_cell} run(s) per cell, "
+            f"{len(config.points)} fault point(s) x {len(drilled_actions(config))} action(s), {config.workers} "
+            f"worker(s), database {connection.vendor}, broker {broker}{target}")
 
 
 def _row(values: Iterable[object]) -> str:
@@ -418,7 +364,8 @@ def format_matrix(result: DrillResult) -> str:
     violated = sum(not cell.ok for cell in result.cells)
     lines += [
         "",
-        f"totals: {result.total('runs')} runs, {result.total('crashes')} crash-injected, "
+        f"totals: {result.total('runs')} runs, {result.total('crashes')} crash(es) injected, "
+        f"{result.approvals_decided} approval(s) decided by the drill's account, "
         f"{result.total('duplicates')} duplicate effect(s), {result.total('lost')} lost, "
         f"{violated} cell(s) in violation",
         f"elapsed: {result.seconds:.1f} s",

@@ -1,6 +1,7 @@
 """Starting and stopping real worker processes: for the demo launcher, the benchmark and tests."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -14,6 +15,8 @@ from django.conf import settings
 from django.db import connection
 
 from durable.conf import durable_settings
+
+DRILL_SETTINGS = "durable.tools.drill_settings"  # the settings a host's drill runs under (see that module)
 
 
 def database_url() -> str:
@@ -32,12 +35,45 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
         "DATABASE_URL": database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "DURABLE_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
-        "DURABLE_VAR_DIR": str(settings.VAR_DIR),
+        "DURABLE_VAR_DIR": str(var_dir()),
         "DURABLE_SANDBOX_URL": durable_settings.DURABLE_SANDBOX_URL,
         "DURABLE_WORKFLOW_MODULES": ",".join(durable_settings.DURABLE_WORKFLOW_MODULES),
         "SECRET_KEY": settings.SECRET_KEY,
         **extra,
     }
+
+
+def var_dir() -> Path:
+    """Where this project keeps its files: the standalone project's VAR_DIR; a host's temporary directory."""
+    return Path(getattr(settings, "VAR_DIR", None) or tempfile.gettempdir())
+
+
+def project_dir() -> Path:
+    """Where this project's processes start (its manage.py): BASE_DIR, or the working directory."""
+    return Path(getattr(settings, "BASE_DIR", None) or os.getcwd())
+
+
+def settings_module() -> str:
+    """This project's own settings module (a drill's process names the one it wraps: durable.tools.drill_settings)."""
+    # The environment's, not settings.SETTINGS_MODULE: inside override_settings that one is None.
+    module = os.environ.get("DJANGO_SETTINGS_MODULE") or settings.SETTINGS_MODULE
+    return os.environ.get("DURABLE_DRILL_SETTINGS", module) if module == DRILL_SETTINGS else module
+
+
+def celery_app() -> str:
+    """What `celery -A` names for this project: the package its settings live in (durable.project, a host's
+    `host`), where Django's and Celery's layout put the Celery app."""
+    module = settings_module()
+    return module.rpartition(".")[0] or module
+
+
+def announce_ready(**_: object) -> None:
+    """A worker consumes: say so in the file DURABLE_WORKER_READY_FILE names, so that a supervisor (the demo
+    launcher, the drill, the benchmark, tests) waits for a worker that really consumes, on any broker."""
+    path = os.environ.get("DURABLE_WORKER_READY_FILE")
+    if path:
+        with open(path, "w") as ready:
+            ready.write(str(os.getpid()))
 
 
 class ChildProcess:
@@ -70,8 +106,9 @@ class WorkerProcess(ChildProcess):
     """
 
     def __init__(self, *, env: dict[str, str] | None = None, beat: bool = False, log_path: Path | None = None,
-                 name: str = "worker", pool: str = "solo", concurrency: int = 1) -> None:
+                 name: str = "worker", pool: str = "solo", concurrency: int = 1, die_with_parent: bool = False) -> None:
         self.env = env or {}
+        self.die_with_parent = die_with_parent
         self.beat = beat
         self.name = name
         self.pool = pool
@@ -82,28 +119,34 @@ class WorkerProcess(ChildProcess):
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "celery", "-A", "durable.project", "worker", f"--pool={self.pool}", "--loglevel=WARNING",
+            sys.executable, "-m", "celery", "-A", celery_app(), "worker", f"--pool={self.pool}", "--loglevel=WARNING",
             "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-n", f"{self.name}-{os.getpid()}-{id(self)}@%h",
         ]
         if self.pool != "solo":  # the solo pool has no children to count
             cmd.append(f"--concurrency={self.concurrency}")
         if self.beat:
-            cmd += ["--beat", "--schedule", str(settings.VAR_DIR / f"celerybeat-{self.name}")]
+            cmd += ["--beat", "--schedule", str(var_dir() / f"celerybeat-{self.name}")]
         return cmd
 
     def child_env(self) -> dict[str, str]:
         return child_environment({"DURABLE_WORKER_READY_FILE": str(self._ready), **self.env})
 
     def start(self, timeout: float = 60.0) -> WorkerProcess:
-        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            self.command(), env=self.child_env(), cwd=settings.BASE_DIR, stdout=output, stderr=subprocess.STDOUT,
-        )
-        self._wait_ready(timeout)
+        self.launch()
+        self.wait_ready(timeout)
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def launch(self) -> None:
+        """Start the process without waiting for it to consume. With `die_with_parent`, the kernel kills it when
+        the thread that launched it ends (Linux's parent-death signal): a tool killed mid-way leaves no worker."""
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            self.command(), env=self.child_env(), cwd=project_dir(), stdout=output, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while not self._ready.exists():
             if self.process is None or self.process.poll() is not None:
@@ -125,6 +168,17 @@ class WorkerProcess(ChildProcess):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs the worker: be killed when the thread that started it ends (Linux only)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: a tool killed mid-way leaves its workers, as before
+        pass
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.models import User
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from durable.models import Run, SideEffect
@@ -35,21 +37,23 @@ def delete_runs(run_ids: Sequence[UUID]) -> None:
             Run.objects.filter(id__in=chunk).delete()
 
 
-def tool_account(tool: str) -> User:
+def tool_account(tool: str) -> Any:
     """An account of this invocation's own, to start the tool's runs as: its workers' sweeper touches only the
-    runs this account created, and production's sweeper none of them (durable/scope.py)."""
-    account = User(username=f"{TOOL_ACCOUNT_PREFIX}{tool}-{uuid.uuid4().hex[:8]}",
-                   first_name=f"{tool} (tool account, one invocation)")
+    runs this account created, and production's sweeper none of them (durable/scope.py). Of the project's own
+    user model (a host's `AUTH_USER_MODEL`)."""
+    account = get_user_model()(username=f"{TOOL_ACCOUNT_PREFIX}{tool}-{uuid.uuid4().hex[:8]}")
+    if hasattr(account, "first_name"):
+        account.first_name = f"{tool} (tool account, one invocation)"
     account.set_unusable_password()
     account.save()
     return account
 
 
-def scope_env(account: User) -> dict[str, str]:
+def scope_env(account: AbstractBaseUser) -> dict[str, str]:
     """The environment that scopes a tool's worker processes to the runs `account` created."""
     return {"DURABLE_SCOPE_CREATED_BY": str(account.pk)}
 
 
-def retire(account: User) -> None:
+def retire(account: AbstractBaseUser) -> None:
     """The tool is done: its account can no longer sign in or call the API (it stays, as its runs' creator)."""
-    User.objects.filter(pk=account.pk).update(is_active=False)
+    get_user_model().objects.filter(pk=account.pk).update(is_active=False)

@@ -26,6 +26,7 @@ from durable.checks import (check_approvals, check_call_timeout, check_client_re
                             check_side_effect_keys, check_sweeping)
 from durable.tools.demo import downstreams as demo_downstreams
 from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
+from durable.tools.demo.support_agent import support_agent
 from durable.tools.demo.refund_checks import revalidate_refund
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
@@ -35,7 +36,7 @@ from durable.registry import registry
 from durable.workflow import Workflow
 
 payments = demo_downstreams.payments
-DEMO_WORKFLOWS = [claims_agent, claims_agent_v2]
+DEMO_WORKFLOWS = [claims_agent, claims_agent_v2, support_agent]
 DEMO_DOWNSTREAMS = [demo_downstreams.payments, demo_downstreams.tickets, demo_downstreams.notifications]
 RELEASES = {"tool_catalog_version": "tools-1", "prompt_release": "prompts-1", "model_policy_version": "policy-1"}
 
@@ -345,9 +346,12 @@ def test_a_failed_outdated_or_partial_drill_does_not_count(changes, note):
 
 
 @pytest.mark.django_db
-def test_a_version_that_waits_for_a_human_is_told_the_drill_cannot_approve():
+def test_a_version_that_waits_for_a_human_is_told_to_run_the_drill_which_approves_as_its_own_account():
     [warning] = check_drills([claims_agent_v2])
-    assert "cannot drill a version that waits for a human (step(s) approval)" in warning.hint
+    assert "durable_drill --workflow claims-agent --workflow-version 2 --actions notify,refund,ticket" in warning.hint
+    assert "approvals they ask for are decided by another of its own" in warning.hint
+    drilled(claims_agent_v2, actions=["notify", "refund", "ticket"])
+    assert check_drills([claims_agent_v2]) == []  # a passing drill of it clears it, as for any version
 
 
 # -- registered: `check --tag durable`, `check --deploy` -------------------------------
@@ -367,10 +371,10 @@ def durable_messages(*args: str) -> str:
 
 
 @pytest.mark.django_db
-def test_check_tag_durable_on_the_shipped_demo_reports_only_its_undrilled_approval_version(shipped):
+def test_check_tag_durable_on_the_shipped_demo_reports_only_its_undrilled_newest_versions(shipped):
     out = durable_messages("--tag", "durable", "--database", "default")
-    assert "durable.W011" in out and "claims-agent v2" in out
-    assert "durable.E" not in out and out.count("(durable.") == 1
+    assert "durable.W011" in out and "claims-agent v2" in out and "support-agent v1" in out
+    assert "durable.E" not in out and out.count("(durable.") == 2
     assert durable_messages("--tag", "durable") == ""  # without a database, nothing is read from it
 
 
@@ -385,12 +389,13 @@ def test_check_deploy_runs_the_launch_checks_too(shipped, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_host_project_without_the_tools_app_is_never_asked_for_a_drill_it_cannot_run(shipped):
+def test_a_host_project_without_the_tools_app_is_asked_for_the_drill_it_can_run_under_the_drill_settings(shipped):
     from django.test import modify_settings
 
-    assert ids(checks.newest_versions_drilled(databases=["default"])) == ["durable.W011"]
     with modify_settings(INSTALLED_APPS={"remove": ["durable.tools"]}):
-        assert checks.newest_versions_drilled(databases=["default"]) == []
+        warnings = checks.newest_versions_drilled(databases=["default"])
+    assert ids(warnings) == ["durable.W011", "durable.W011"]
+    assert all("--settings durable.tools.drill_settings and --target" in warning.hint for warning in warnings)
 
 
 def test_w016_warns_when_nothing_will_sweep_and_names_what_to_turn_on():

@@ -7,7 +7,8 @@ hands their answers back as `tool` messages, then loops back to `think`:
 - `lookup_order` and `past_tickets`, asked for together, run at once (`ctx.parallel`);
 - `propose_refund` asks a human (`ctx.request_approval`, revalidated right before the money moves, as the
   claims agent does), then refunds exactly what was approved through the ledger;
-- `send_email` emails the customer who placed the order, a side effect with a business key of its own;
+- `send_email` emails the customer who placed the order, a side effect with a business key of its own; the
+  emails asked for in one turn go out at once (`ctx.parallel`);
 - `ask_customer` emails a question and waits for the customer's reply, an event sent by the support desk's
   webhook (`ctx.wait_for_event`, up to DURABLE_DEMO_REPLY_SECONDS: two days unless the demo shortens it);
 - `follow_up` sleeps (`ctx.sleep`, DURABLE_DEMO_FOLLOW_UP_SECONDS) and then emails the customer again;
@@ -110,6 +111,7 @@ def act(ctx: Any, state: SupportState) -> SupportState:
     calls = state.messages[-1].get("tool_calls") or []
     # Answers by the call's place in the model's answer (ids are the model's: two calls may share one).
     answers = _look_up(ctx, state, {n: call for n, call in enumerate(calls) if _name(call) in LOOKUPS})
+    emails: dict[int, Any] = {}  # the emails asked for in this turn: sent together, below
     for n, call in enumerate(calls):
         if n in answers:
             continue
@@ -136,9 +138,8 @@ def act(ctx: Any, state: SupportState) -> SupportState:
             elif name == "send_email":
                 to, subject, message = _email(state, arguments)
                 # One email per subject: the same email asked again is the one sent (a duplicate prevented).
-                sent = ctx.side_effect("email", business_key=f"{state.order_id}:email:{digest(subject)}",
+                emails[n] = ctx.effect("email", business_key=f"{state.order_id}:email:{digest(subject)}",
                                        downstream=downstreams.notifications, payload={"to": to, "message": message})
-                answers[n] = _emailed(state, sent)
             elif name == "ask_customer":
                 to, subject, message = _email(state, {"subject": f"About your order {state.order_id}",
                                                       "body": str(arguments.get("question", ""))})
@@ -158,6 +159,8 @@ def act(ctx: Any, state: SupportState) -> SupportState:
             else:
                 raise ToolError(f"there is no tool {name!r}; the tools are "
                                 f"{', '.join(tool['function']['name'] for tool in TOOLS)}")
+    for n, sent in _sent_together(ctx, state, emails, answers).items():
+        answers[n] = _emailed(state, sent)
     state.messages += [{"role": "tool", "tool_call_id": call.get("id"), "content": json.dumps(answers[n])}
                        for n, call in enumerate(calls)]
     return state
@@ -257,6 +260,24 @@ def _email(state: SupportState, arguments: dict[str, Any]) -> tuple[str, str, st
     if state.order is None:
         raise ToolError("look the order up first: the email goes to the customer who placed it")
     return state.order["customer"], subject, f"{subject}\n\n{body}"
+
+
+def _sent_together(ctx: Any, state: SupportState, emails: dict[int, Any], answers: dict[int, Any]) -> dict[int, Any]:
+    """The turn's emails, sent at once (`ctx.parallel`), each a side effect of its own through the ledger.
+
+    An email asked before with another text is refused as the group is prepared, before anything is sent;
+    then each goes alone, so that only that one is refused (and told to the model)."""
+    if not emails:
+        return {}
+    try:
+        return dict(zip(emails, ctx.parallel(*emails.values())))
+    except OperationConflict:
+        sent = {}
+        for n, email in emails.items():
+            with _told_to_the_model(state, answers, n):
+                sent[n] = ctx.side_effect(email.action, business_key=email.business_key, downstream=email.downstream,
+                                          payload=email.payload)
+        return sent
 
 
 def _emailed(state: SupportState, sent: dict[str, Any]) -> dict[str, Any]:

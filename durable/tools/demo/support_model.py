@@ -21,6 +21,7 @@ INJECTED_REFUND = re.compile(r"SYSTEM:.*?refund\s+(?:order\s+)?(ORD-\d+)", re.I 
 WANTS_REFUND = re.compile(r"refund|money back|charged twice|broken|damaged", re.I)
 # A refund asked for with a reason the model can act on; without one, it asks the customer first.
 GIVES_REASON = re.compile(r"charged twice|broken|damaged|never arrived|wrong (?:item|size)|defect", re.I)
+WANTS_RECEIPT = re.compile(r"receipt|invoice", re.I)
 
 
 def _function(name: str, description: str, **properties: str) -> dict[str, Any]:
@@ -53,9 +54,10 @@ SYSTEM_PROMPT = ("You are a support agent for one order, {order_id}. Use the too
                  "asked them something, then answer in one short paragraph.")
 
 
-def tool_call(name: str, arguments: dict[str, Any], number: int) -> dict[str, Any]:
-    """A tool call as a chat-completions answer holds it (its arguments are a JSON string)."""
-    return {"id": f"call_{number}_{name}", "type": "function",
+def tool_call(name: str, arguments: dict[str, Any], number: int, index: int = 0) -> dict[str, Any]:
+    """A tool call as a chat-completions answer holds it (its arguments are a JSON string); `index` tells apart
+    two calls of one tool in one answer."""
+    return {"id": f"call_{number}_{name}" + (f"_{index}" if index else ""), "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments, sort_keys=True)}}
 
 
@@ -154,11 +156,13 @@ class ScriptedSupportModel:
         if "error" in refund:
             return assistant(f"I could not refund order {order_id}: {refund['error']}")
         if "send_email" not in answers:
-            return assistant(calls=[tool_call("send_email", {
-                "subject": f"Your refund for {order_id}",
-                "body": f"We refunded {refund['amount']} {refund['currency']} for order {order_id} "
-                        f"(refund {refund['refund_id']}).",
-            }, turn)])
+            emails = [{"subject": f"Your refund for {order_id}",
+                       "body": f"We refunded {refund['amount']} {refund['currency']} for order {order_id} "
+                               f"(refund {refund['refund_id']})."}]
+            if WANTS_RECEIPT.search(text):  # a second email, asked for in the same answer: they go out at once
+                emails.append({"subject": f"Your receipt for {order_id}",
+                               "body": f"Refund {refund['refund_id']}: {refund['amount']} {refund['currency']}."})
+            return assistant(calls=[tool_call("send_email", email, turn, index) for index, email in enumerate(emails)])
         if "ask_customer" in answers and "follow_up" not in answers:  # they had to write twice: check back
             return assistant(calls=[tool_call("follow_up", {
                 "subject": f"Your refund for {order_id}",

@@ -72,8 +72,10 @@ TEMPLATES = [{
 
 DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'shop.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Web and worker processes share the file: wait for locks, take the write lock at BEGIN.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    # Web and worker processes share the file: wait for locks, take the write lock at BEGIN. Write-ahead logging:
+    # a worker killed mid-write (the fault drill kills them on purpose) leaves nothing that locks the others out.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE",
+                                       "init_command": "PRAGMA journal_mode=WAL;"}
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # a file a worker can open too
 else:  # Postgres: server-side binding lets durable's run store prepare its statements (docs/embedding.md)
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True

@@ -28,10 +28,10 @@ def project_env(**extra: str) -> dict[str, str]:
             "SHOP_QUEUE": QUEUE, "HOST_VAR_DIR": str(settings.VAR_DIR), **extra}
 
 
-def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def manage(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python manage.py ...` in this project, as a person would type it; fails loudly."""
     done = subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=env or project_env(),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.test import Client
 
 from approvals.models import ApprovalRequest
 from durable.models import Run, SideEffect
 from durable.roles import APPROVER, OPERATOR, RECONCILER
-from tests.conftest import manage, project_env, wait_until
+from tests.conftest import database_url, manage, project_env, wait_until
 
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
@@ -198,3 +199,37 @@ def test_the_hosts_logins_lock_a_username_out_across_addresses_and_every_403_is_
     assert viewer.get("/ops/audit/").status_code == 403
     refused = SecurityEvent.objects.get(kind="forbidden", username="viewer-only")
     assert refused.target == "/ops/audit/" and "permission" in refused.reason
+
+
+DRILL = ["durable_drill", "--settings", "durable.tools.drill_settings", "--workflow", "shop-refund",
+         "--target", "tests.drill_target.ShopDrill", "--runs-per-cell", "1", "--workers", "1", "--timeout", "120"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fault_drill_drills_the_shops_workflow_approving_as_its_own_account_and_clears_w011():
+    """docs/fault-drill.md, "Drilling a host project's workflows": the drill under durable.tools.drill_settings,
+    the shop's own settings, Celery app and user model, a stand-in of the shop's service; the production settings
+    never install durable.tools."""
+    from durable.models import DrillRecord, OperatorAction
+
+    env = project_env(DATABASE_URL=database_url(settings.DATABASES["default"]), DURABLE_DRILL_SETTINGS="host.settings")
+    check = ["check", "--tag", "durable", "--database", "default"]
+    before = manage(*check, env=env)
+    assert "shop-refund v1: (durable.W011)" in before.stderr and "--target" in before.stderr
+
+    drilled = manage(*DRILL, env=env, timeout=1200).stdout  # 8 cells, each with a worker booted and crashed
+    assert "durable_drill: shop-refund v1, 1 run(s) per cell, 4 fault point(s) x 2 action(s)" in drilled
+    assert ("totals: 8 runs, 8 crash(es) injected, 8 approval(s) decided by the drill's account, "
+            "0 duplicate effect(s), 0 lost, 0 cell(s) in violation") in drilled, drilled
+    for action in ("refund (shop-refunds)", "notice (shop-notices)"):
+        assert drilled.count(action) == 4
+    record = DrillRecord.objects.get()
+    assert (record.workflow_name, record.workflow_version, record.passed, record.actions) == (
+        "shop-refund", 1, True, ["notice", "refund"])
+    # Each approval went through the approvals app's decision as the drill's approver, a shop.User of its own.
+    approvals = OperatorAction.objects.filter(action="approve", run__workflow_name="shop-refund")
+    assert approvals.count() == 8 and {a.source for a in approvals} == {"command"}
+    [approver] = {a.actor for a in approvals}
+    assert type(approver) is get_user_model() and approver.username.startswith("durable-tool-drill-approver-")
+    assert not approver.is_active  # retired when the drill ended
+    assert "durable.W011" not in manage(*check, env=env).stderr  # the launch check is satisfied

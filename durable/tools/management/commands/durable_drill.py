@@ -5,12 +5,14 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
-from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
 
 from durable.tools import drill
+from durable.tools.drill_targets import SANDBOX
 from durable.tools.faults import FAULT_POINTS
+from durable.tools.processes import var_dir
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -18,35 +20,40 @@ def _names(value: str) -> tuple[str, ...]:
 
 
 class Command(BaseCommand):
-    help = ("Run a workflow through real worker processes with each fault point armed in turn, for each "
-            "downstream kind; fail if any operation took effect twice, any run was lost, or a crash that "
-            "nothing can settle ended anywhere but UNKNOWN.")
+    help = ("Run a workflow through real worker processes with each fault point armed in turn, for each of its "
+            "side effects, approving what its runs ask for as the drill's own account; fail if any operation "
+            "took effect twice, any run was lost, or a crash that nothing can settle ended anywhere but UNKNOWN.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--runs-per-cell", type=int, default=10)
         parser.add_argument("--points", type=_names, default=FAULT_POINTS,
                             help=f"comma-separated fault points (default: {','.join(FAULT_POINTS)})")
-        parser.add_argument("--actions", type=_names, default=drill.DEFAULT_ACTIONS,
-                            help="comma-separated side-effect actions to crash in (default: refund,ticket,notify)")
+        parser.add_argument("--actions", type=_names, default=(),
+                            help="comma-separated side-effect actions to crash in (default: every one the drilled "
+                                 "version declares)")
         parser.add_argument("--workers", type=int, default=2)
-        parser.add_argument("--workflow", default="claims-agent",
-                            help='a workflow whose input is {"order_id": "ORD-<n>", "customer_message": "..."}')
-        parser.add_argument("--workflow-version", type=int, default=1,
-                            help="the workflow version to drill (default 1: claims-agent v2 waits for a human)")
+        parser.add_argument("--workflow", default="claims-agent")
+        parser.add_argument("--workflow-version", type=int, default=None,
+                            help="the workflow version to drill (default: the newest)")
+        parser.add_argument("--target", default=SANDBOX,
+                            help="dotted path of the drill target: the stand-ins of the workflow's downstreams and "
+                                 "each run's input (default: the demo's sandbox, for claims-agent and support-agent)")
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds each cell's runs may take")
         parser.add_argument("--keep", action="store_true", help="keep the drill's runs even when the drill passes")
 
     def handle(self, *args: Any, runs_per_cell: int, points: tuple[str, ...], actions: tuple[str, ...],
-               workers: int, workflow: str, workflow_version: int, timeout: float, keep: bool, **_: Any) -> None:
-        logs = settings.VAR_DIR / "logs"
-        logs.mkdir(exist_ok=True)
+               workers: int, workflow: str, workflow_version: int | None, target: str, timeout: float, keep: bool,
+               **_: Any) -> None:
+        logs = var_dir() / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
         config = drill.DrillConfig(runs_per_cell=runs_per_cell, points=points, actions=actions, workers=workers,
-                                   workflow=workflow, version=workflow_version, timeout=timeout, log_dir=logs)
+                                   workflow=workflow, version=workflow_version, target=target, timeout=timeout,
+                                   log_dir=logs)
         try:
             drill.validate(config)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        call_command("migrate", verbosity=0, interactive=False)
+        _refuse_unmigrated()
         self.stdout.write(drill.banner(config))
         result = drill.run_drill(config, on_cell=self._progress(len(config.cells())))
         self.stdout.write("")
@@ -55,7 +62,10 @@ class Command(BaseCommand):
             # The runs stay: their statuses, journals and ledger rows are the evidence.
             raise CommandError(f"the drill found violations; its runs are kept for inspection, worker logs in {logs}")
         if not keep:
-            drill.forget(result)
+            kept = drill.forget(result)
+            if kept:
+                self.stdout.write(f"{kept} run(s) kept: the audit trail, append-only, records the approvals the "
+                                  "drill's account decided on them")
 
     def _progress(self, cells: int) -> Callable[[drill.CellResult], None]:
         numbers = count(1)
@@ -66,3 +76,11 @@ class Command(BaseCommand):
                               f"{cell.verdict} ({cell.seconds:.1f} s{restarts})")
 
         return report
+
+
+def _refuse_unmigrated() -> None:
+    """The drill runs against the database as it is: migrating it is a deploy's business, not a drill's."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        raise CommandError("the database has migrations not applied yet: run `python manage.py migrate` first")

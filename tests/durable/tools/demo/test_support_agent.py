@@ -117,6 +117,22 @@ def test_each_model_call_says_what_it_used_and_the_run_what_it_cost(model_calls,
     assert run.budget_tokens == support_agent_module.support_agent.budget.tokens
 
 
+def test_the_emails_asked_for_in_one_answer_go_out_at_once_each_once(model_calls, sandbox, ann):
+    run = refunded(start(REFUND + " And send me the receipt, please."), ann)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    # One answer asked for the refund's notice and the receipt: one parallel group of two side effects.
+    [group] = [g for g in JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.PARALLEL, step="act")
+               if g.detail["calls"][0].get("action") == "email"]
+    assert [call["action"] for call in group.detail["calls"]] == ["email", "email"]
+    sent = sandbox.state.snapshot()["notifications"]
+    assert sorted(email["message"].split("\n")[0] for email in sent) == ["Your receipt for ORD-1004",
+                                                                         "Your refund for ORD-1004"]
+    assert effects(sandbox, "notifications") == 2 and len(run.output["email_ids"]) == 2
+    assert run.output["tools_called"] == ["lookup_order", "past_tickets", "propose_refund", "send_email", "send_email"]
+    timeline = [entry.summary for entry in run_timeline(run)]
+    assert "parallel: email, email started together" in timeline, timeline
+
+
 def test_past_tickets_are_the_customers_across_their_orders(model_calls, sandbox):
     sandbox.state.upsert_order({"order_id": "ORD-0998", "customer": "Barbara Liskov", "amount": "10.00"})
     sandbox.state.create_ticket(None, {"business_key": "ORD-0998", "subject": "late parcel"})

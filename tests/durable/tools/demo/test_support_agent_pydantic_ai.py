@@ -63,9 +63,11 @@ def test_a_refund_waits_for_approval_inside_the_agent_run_then_refunds_and_email
     assert request.approval_object == {"action": "refund", "target": "ORD-1004", "amount": "89.90",
                                        "currency": "EUR"}
     assert len(model_calls) == 2 and effects(sandbox, "payments") == 0
-    assert [entry.summary for entry in run_timeline(run)][1:] == [  # what the run's page shows (docs/agents.md)
+    # What the run's page shows (docs/agents.md): each model request with what it used, metered.
+    assert [entry.summary.split(";")[0] for entry in run_timeline(run)][1:] == [
         "activity llm.request #0 recorded", "parallel: tool.lookup_order #1, tool.past_tickets #2 started together",
         "activity llm.request #3 recorded", "approval asked"]
+    assert "in + 10 out tokens" in run_timeline(run)[1].summary
 
     decide(request, ann)
     run = advance(run)
