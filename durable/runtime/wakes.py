@@ -22,6 +22,7 @@ from durable.engine.waits import WaitKind
 from durable.models import Run
 from durable.runtime import dispatch
 from durable.runtime.fault_points import AFTER_CHILD_FINISHED, fault_point
+from durable.runtime.forks import between_forks
 from durable.scope import runs_in_scope
 
 log = logging.getLogger("durable.sweeper")
@@ -141,10 +142,12 @@ def arm_timers(horizon_seconds: float, limit: int = 1000) -> int:
 
 def _fire(run_id: UUID) -> None:
     try:
-        _wake(list(Run.objects.filter(_DUE, id=run_id).values_list("id", flat=True)))
+        with between_forks():  # the worker's pool forks from this process (durable.runtime.forks)
+            _wake(list(Run.objects.filter(_DUE, id=run_id).values_list("id", flat=True)))
     except Exception:  # the next sweep wakes it
         log.warning("an armed timer could not wake run %s; the sweeper will", run_id, exc_info=True)
     finally:
         with _armed_lock:
             _armed.pop(run_id, None)
-        connection.close()  # this thread's own connection
+        with between_forks():
+            connection.close()  # this thread's own connection
