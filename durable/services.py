@@ -299,6 +299,7 @@ def cancel_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: 
         found.append(_what_the_cancel_finds(run, user, source))
         return found[0].findings()
 
+    wakes.child_ending_by_id(run_id)  # a crash before child_ended below delays its parent's wake, loses none
     run = _transition(
         run_id, target=RunStatus.CANCELLED, allowed=CANCELLABLE, action="cancel", user=user,
         source=source, reason=reason, batch=batch,

@@ -14,15 +14,19 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn, Protocol
 from uuid import UUID
 
+from django.db import transaction
+
 from durable import metrics
 from durable.conf import durable_settings
 from durable.engine.errors import ChildRunFailed, NonRetryableError, Waiting, refuse_unstorable
 from durable.engine.replay import RecordedCall
 from durable.engine.states import RunStatus
 from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
+from durable.errors import Conflict
+from durable.models import Run
+from durable.runtime.fault_points import AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED, AFTER_EVENT_CONSUMED, fault_point
 from durable.runtime import wakes
 from durable.store import Lease, RunStore
-
 
 
 class StepContext(Protocol):
@@ -102,6 +106,7 @@ def wait_for_event(ctx: StepContext, names: str | Sequence[str], timeout: timede
     taken = ctx._store.take_event_or_park(ctx._lease, ctx.step, index, WAIT_FOR_EVENT, wanted,
                                           description.as_json(), deadline)
     if taken is not None:
+        fault_point(AFTER_EVENT_CONSUMED, operation_id=_call_id(ctx, index), action=WAIT_FOR_EVENT)
         return _event_of(taken)
     _parked(ctx, description)
 
@@ -112,25 +117,41 @@ def _event_of(result: dict[str, Any]) -> Event | None:
 
 def start_child(ctx: StepContext, workflow: str, input: dict[str, Any], business_key: str) -> ChildRun:
     """Start a run of `workflow` as this run's child, once per visit and key whatever crashes (invariant 19)."""
-    from durable.services import start_run  # the service starts every run: validation, contract, enqueue
-
     refuse_unstorable(business_key, what=f"the business key of child run {workflow!r}", kind="payload_not_storable")
     index, recorded = ctx._reserve(START_CHILD)
     if recorded is not None:
         return ChildRun(**recorded.result)
-    key = child_start_key(str(ctx.run_id), ctx.visit, workflow, business_key)
-    child, _ = start_run(workflow=workflow, input=input, business_key=business_key, idempotency_key=key,
-                         source="parent", parent_run_id=ctx.run_id)
-    if child.parent_run_id != ctx.run_id:  # the workflow's one active run for the key, another run's (or none's)
-        raise NonRetryableError(
-            f"{workflow} already has an active run for business key {business_key!r} ({child.id}), not started "
-            "by this run: give the child a business key of its own (the parent's and what the child does, e.g. "
-            f"'ORD-1:fraud-check'), or let {workflow} run several per key (on_active_business_key)",
-            kind="child_key_taken")
-    started = ChildRun(str(child.id), workflow, business_key)
+    started = ChildRun(_start_child_run(ctx, workflow, input, business_key), workflow, business_key)
+    fault_point(AFTER_CHILD_STARTED, operation_id=_call_id(ctx, index), action=START_CHILD)
     ctx._store.record_child(ctx._lease, ctx.step, index, START_CHILD,
                             {"run_id": started.run_id, "workflow": workflow, "business_key": business_key})
     return started
+
+
+def _start_child_run(ctx: StepContext, workflow: str, input: dict[str, Any], business_key: str) -> str:
+    """The child run's id: started now, or found by its start's key (the visit ran before). Started as the
+    parent's creator's, so it is in the same scope (invariant 14: a tool's sweeper takes up its children)."""
+    from durable.services import start_run  # the service starts every run: validation, contract, enqueue
+
+    key = child_start_key(str(ctx.run_id), ctx.visit, workflow, business_key)
+    with transaction.atomic():
+        # The parent's row first, fenced: a cancel of the parent that committed before finds no RUNNING parent
+        # (LeaseLost: no child starts); one that comes after waits for this commit and finds the child to cancel.
+        ctx._store.fence(ctx._lease)
+        creator = Run.objects.select_related("created_by").only("created_by").get(id=ctx.run_id).created_by
+        try:
+            child, _ = start_run(workflow=workflow, input=input, business_key=business_key, idempotency_key=key,
+                                 user=creator, source="parent", parent_run_id=ctx.run_id)
+        except Conflict as exc:  # the child workflow refuses a second active run for the key
+            raise NonRetryableError(f"child run of {workflow} not started: {exc}", kind="child_not_started") from None
+        if child.parent_run_id != ctx.run_id:
+            # The child workflow answers a start with its active run for the key (return_existing): that run is
+            # not this one's child, would not wake it when it ends, nor be cancelled with it.
+            raise NonRetryableError(
+                f"child run of {workflow} not started: {workflow} already has an active run for business key "
+                f"{business_key!r} (run {child.id}) that this run did not start; give each child a business key "
+                "of its own", kind="child_not_started")
+    return str(child.id)
 
 
 def wait_children(ctx: StepContext, children: Sequence[ChildRun]) -> list[Any]:
@@ -146,6 +167,7 @@ def wait_children(ctx: StepContext, children: Sequence[ChildRun]) -> list[Any]:
         ended = ctx._store.children_or_park(ctx._lease, ctx.step, index, WAIT_CHILD, ids, description.as_json())
         if ended is None:
             _parked(ctx, description)
+        fault_point(AFTER_CHILDREN_ENDED, operation_id=_call_id(ctx, index), action=WAIT_CHILD)
     for child in ended:
         if child["status"] != RunStatus.SUCCEEDED:
             raise ChildRunFailed(child["run_id"], child["workflow"], child["status"], child["error"])
@@ -160,6 +182,11 @@ def _current(ctx: StepContext, index: int, kind: WaitKind) -> WaitingFor | None:
     if (waiting.kind, waiting.step, waiting.visit, waiting.call_index) == (kind, ctx.step, ctx.visit, index):
         return waiting
     return None
+
+
+def _call_id(ctx: StepContext, index: int) -> str:
+    """A wait's call as a fault point names it (once per call: a file name): run, visit, call index."""
+    return f"{ctx.run_id}.{ctx.visit}.{index}"
 
 
 def _parked(ctx: StepContext, waiting: WaitingFor) -> NoReturn:

@@ -17,16 +17,20 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from durable.conf import durable_settings
 from durable.engine.states import RunStatus
 from durable.engine.waits import WaitKind
 from durable.models import Run
 from durable.runtime import dispatch
+from durable.runtime.fault_points import AFTER_CHILD_FINISHED, fault_point
+from durable.runtime.forks import between_forks
 from durable.scope import runs_in_scope
 
 log = logging.getLogger("durable.sweeper")
 
 # Due by the database's clock, never a worker's: a skewed worker cannot fire a timer early (invariant 17).
 _DUE = Q(status=RunStatus.WAITING, next_attempt_at__lte=Now())
+_WAITS_ON_CHILDREN = Q(waiting_for__kind=WaitKind.CHILD.value)
 
 
 def wake_due(limit: int = 1000) -> list[UUID]:
@@ -48,34 +52,66 @@ def _wake(ids: list[UUID]) -> list[UUID]:
     return ids
 
 
-def wake(run_id: UUID | str) -> bool:
-    """Inside the caller's transaction: the run, parked, is PENDING and sent once that commits."""
+def wake(run_id: UUID | str, condition: Q | None = None) -> bool:
+    """Inside the caller's transaction: the run, parked (and meeting `condition`), is PENDING and sent once that
+    commits."""
     now = timezone.now()
-    woken = Run.objects.filter(id=run_id, status=RunStatus.WAITING).update(
+    woken = Run.objects.filter(condition or Q(), id=run_id, status=RunStatus.WAITING).update(
         status=RunStatus.PENDING, next_attempt_at=None, updated_at=now, enqueued_at=now)
     if woken:
         dispatch.enqueue_on_commit(run_id)
     return bool(woken)
 
 
+def child_ending(run: Run) -> None:
+    """Before a child run's end is written: its parent, if it waits on its children, is given a due time a grace
+    period away. A crash between the end and its wake (child_ended) then delays the wake until the sweeper's,
+    and loses none; the wake clears the due time (a parent woken early looks at its children and parks again)."""
+    if run.parent_run_id is not None:
+        _expect_child_end(run.parent_run_id)
+
+
+def child_ending_by_id(run_id: UUID | str) -> None:
+    parent = Run.objects.filter(id=run_id).values_list("parent_run_id", flat=True).first()
+    if parent is not None:
+        _expect_child_end(parent)
+
+
+def _expect_child_end(parent_id: UUID | str) -> None:
+    due = timezone.now() + timedelta(seconds=durable_settings.DURABLE_PENDING_GRACE_SECONDS)
+    with transaction.atomic():
+        _row_of(parent_id)
+        Run.objects.filter(_WAITS_ON_CHILDREN, id=parent_id, status=RunStatus.WAITING, next_attempt_at__isnull=True
+                           ).update(next_attempt_at=due)
+
+
 def child_ended(run: Run) -> None:
     """A run ended: its parent, if it waits on its children, looks at them all again."""
     if run.parent_run_id is not None:
+        fault_point(AFTER_CHILD_FINISHED, operation_id=str(run.id), action="child_finished")
         wake_parent(run.parent_run_id)
 
 
 def child_ended_by_id(run_id: UUID | str) -> None:
     parent = Run.objects.filter(id=run_id).values_list("parent_run_id", flat=True).first()
     if parent is not None:
+        fault_point(AFTER_CHILD_FINISHED, operation_id=str(run_id), action="child_finished")
         wake_parent(parent)
 
 
 def wake_parent(parent_id: UUID | str) -> bool:
-    # After the child's end is committed: a parent that read its children before that holds its row until it has
-    # parked, so this UPDATE waits for it and then finds it WAITING (durable.store.base, "Waits").
+    """After the child's end is committed: the parent, if it waits on its children, is woken to look again."""
     with transaction.atomic():
-        waits_on_children = Run.objects.filter(id=parent_id, waiting_for__kind=WaitKind.CHILD.value)
-        return waits_on_children.exists() and wake(parent_id)
+        _row_of(parent_id)
+        return wake(parent_id, _WAITS_ON_CHILDREN)
+
+
+def _row_of(parent_id: UUID | str) -> None:
+    """Take the parent's row, by its id alone. A parent that read its children before the child's end was
+    committed holds its row until it has parked: this waits for that, and what follows sees it WAITING. A
+    conditional UPDATE alone would not wait: Postgres skips a row whose last committed version (RUNNING) fails
+    its condition, and the wake would be lost."""
+    list(Run.objects.select_for_update().filter(id=parent_id).values_list("id", flat=True))
 
 
 # Timers armed ahead of their due time by the worker whose turn it is to sweep, so a timer fires within
@@ -133,7 +169,8 @@ def _ring() -> None:
     while True:
         with _alarm:
             if not _armed:
-                connection.close()  # nothing armed: hold no connection while nothing needs it
+                with between_forks():
+                    connection.close()  # nothing armed: hold no connection while nothing needs it
                 _alarm.wait_for(lambda: _armed)
             now = time.monotonic()
             due = [run_id for run_id, at in _armed.items() if at <= now]
@@ -147,8 +184,10 @@ def _ring() -> None:
 
 def _fire(run_ids: list[UUID]) -> None:
     try:
-        connection.close_if_unusable_or_obsolete()
-        _wake(list(Run.objects.filter(_DUE, id__in=run_ids).values_list("id", flat=True)))
+        with between_forks():  # the worker's pool forks from this process (durable.runtime.forks)
+            connection.close_if_unusable_or_obsolete()
+            _wake(list(Run.objects.filter(_DUE, id__in=run_ids).values_list("id", flat=True)))
     except Exception:  # the next sweep wakes them
         log.warning("armed timers could not wake runs %s; the sweeper will", run_ids, exc_info=True)
-        connection.close()
+        with between_forks():
+            connection.close()

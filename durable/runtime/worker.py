@@ -40,6 +40,9 @@ def _arm_on_park(**_: object) -> None:
 
 
 def _start_worker_thread(**_: object) -> None:
+    from durable.runtime.forks import guard_forks
+
+    guard_forks()  # the prefork pool's processes are forked from this one while the thread below uses the database
     _arm_on_park()
     threading.Thread(target=_worker_loop, name="durable-sweeper", daemon=True).start()
 
@@ -48,11 +51,14 @@ def _worker_loop() -> None:
     """Record this worker, then every DURABLE_SWEEP_SECONDS do this worker's part, until it exits."""
     from durable import fleet
     from durable.conf import durable_settings
+    from durable.runtime.forks import between_forks
 
-    fleet.record("worker")
+    with between_forks():
+        fleet.record("worker")
     seen_at = time.monotonic()
     while True:
-        seen_at = worker_period(seen_at)
+        with between_forks():
+            seen_at = worker_period(seen_at)
         time.sleep(durable_settings.DURABLE_SWEEP_SECONDS)
 
 

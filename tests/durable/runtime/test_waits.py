@@ -379,7 +379,7 @@ def test_a_child_key_another_parents_child_holds_is_refused_not_shared(tmp_path)
     first = advance(start("test-parent", tmp_path, key="P-1", child_waits=True))
     second = advance(start("test-parent", tmp_path, key="P-2", child_waits=True))
     assert first.status == RunStatus.WAITING
-    assert second.status == RunStatus.FAILED and second.error["kind"] == "child_key_taken"
+    assert second.status == RunStatus.FAILED and second.error["kind"] == "child_not_started"
     assert "business key of its own" in second.error["message"]
     assert Run.objects.filter(workflow_name="test-child").count() == 1
 

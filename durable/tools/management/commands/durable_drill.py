@@ -26,6 +26,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--runs-per-cell", type=int, default=10)
+        parser.add_argument("--waits", action="store_true",
+                            help="drill the waits instead: events and child runs, at the waits' fault points "
+                                 "(durable/tools/drill_waits.py; --points, --runs-per-cell, --workers, --timeout, "
+                                 "--keep apply)")
         parser.add_argument("--points", type=_names, default=FAULT_POINTS,
                             help=f"comma-separated fault points (default: {','.join(FAULT_POINTS)})")
         parser.add_argument("--actions", type=_names, default=(),
@@ -40,6 +44,15 @@ class Command(BaseCommand):
                                  "each run's input (default: the demo's sandbox, for claims-agent and support-agent)")
         parser.add_argument("--timeout", type=float, default=300.0, help="seconds each cell's runs may take")
         parser.add_argument("--keep", action="store_true", help="keep the drill's runs even when the drill passes")
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        if options.get("waits"):  # the waits' own drill handles the command
+            from functools import partial
+
+            from durable.tools import drill_waits
+
+            self.handle = partial(drill_waits.handle, self)  # type: ignore[method-assign]
+        return super().execute(*args, **options)
 
     def handle(self, *args: Any, runs_per_cell: int, points: tuple[str, ...], actions: tuple[str, ...],
                workers: int, workflow: str, workflow_version: int | None, target: str, timeout: float, keep: bool,
