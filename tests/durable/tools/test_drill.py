@@ -1,6 +1,10 @@
 """The fault drill: its verdicts on made-up counts, and a tiny real drill through crashing workers."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import timedelta
 from io import StringIO
@@ -277,3 +281,42 @@ def test_a_drill_beside_a_production_run_leaves_that_run_alone(worker_log_dir, s
     drilled = Run.objects.get(id=result.cells[0].run_ids[0])
     assert drilled.created_by.username.startswith("durable-tool-drill-") and not drilled.created_by.is_active
 
+
+
+SETTINGS_SEEN = """
+import json, django
+django.setup()
+from django.conf import settings
+from durable.conf import durable_settings
+print(json.dumps({"tools": "durable.tools" in settings.INSTALLED_APPS, "scope": durable_settings.DURABLE_SCOPE_CREATED_BY,
+                  "queue": [durable_settings.DURABLE_QUEUE, settings.CELERY_TASK_DEFAULT_QUEUE],
+                  "lease": durable_settings.DURABLE_LEASE_SECONDS, "sweeps": durable_settings.DURABLE_WORKER_SWEEPS,
+                  "database": str(settings.DATABASES["default"]["NAME"]), "stand_ins": settings.DURABLE_SANDBOX_URL}))
+"""
+
+
+@pytest.mark.django_db
+def test_the_drill_s_workers_load_the_project_s_settings_with_the_drill_s_on_top(tmp_path):
+    """What a worker the drill starts reads, whatever the project's own settings read from the environment."""
+    from django.db import connection
+
+    env = drill.worker_env(Cell(AFTER_COMMIT, "refund"), tmp_path, {
+        "DURABLE_SCOPE_CREATED_BY": 7, "DURABLE_QUEUE": "durable-drill-x", "CELERY_TASK_DEFAULT_QUEUE": "durable-drill-x",
+        "DURABLE_SANDBOX_URL": "http://127.0.0.1:9"})
+    assert (env["DJANGO_SETTINGS_MODULE"], env["DURABLE_DRILL_SETTINGS"]) == ("durable.tools.drill_settings",
+                                                                            "durable.project.settings")
+    assert (env["DURABLE_FAULT_POINTS"], env["DURABLE_FAULT_ACTIONS"]) == (AFTER_COMMIT, "refund")
+    child = {**os.environ, **env, "DURABLE_LEASE_SECONDS": "30", "DURABLE_SCOPE_CREATED_BY": ""}
+    seen = subprocess.run([sys.executable, "-c", SETTINGS_SEEN], env=child, cwd=settings.BASE_DIR, capture_output=True,
+                          text=True, timeout=60)
+    assert seen.returncode == 0, seen.stderr[-2000:]
+    assert json.loads(seen.stdout.splitlines()[-1]) == {
+        "tools": True, "scope": 7, "queue": ["durable-drill-x", "durable-drill-x"], "lease": 2.0, "sweeps": True,
+        "database": str(connection.settings_dict["NAME"]), "stand_ins": "http://127.0.0.1:9"}
+
+
+def test_the_drill_settings_name_what_they_need_when_the_project_s_are_not_given():
+    child = {**os.environ, "DJANGO_SETTINGS_MODULE": "durable.tools.drill_settings", "DURABLE_DRILL_SETTINGS": ""}
+    seen = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=child, cwd=settings.BASE_DIR,
+                          capture_output=True, text=True, timeout=60)
+    assert seen.returncode != 0 and "Set DURABLE_DRILL_SETTINGS to your project's own settings module" in seen.stderr
