@@ -25,8 +25,8 @@ WHOLE = "r" * REASON_MAX_LENGTH
 
 
 def test_the_forms_and_endpoints_with_a_reason_are_found():
-    # cancel/retry/resume/migrate, decide, resolve, revoke, bulk cancel/retry
-    assert len(REASON_FORMS) == 9 and len(REASON_ENDPOINTS) == 9
+    # cancel/retry/resume/migrate, decide, resolve, revoke, bulk cancel/retry, raise a budget
+    assert len(REASON_FORMS) == 10 and len(REASON_ENDPOINTS) == 10
 
 
 def kept_reasons() -> list[str]:

@@ -10,7 +10,7 @@ from tests.durable.claims import advance, start_claim
 
 def waiting_claim(order_id: str = "ORD-1001", starter=None) -> tuple[Run, ApprovalRequest]:
     """A v2 claims run paused at its approval step, and the request it made."""
-    run = start_claim(order_id, version=2)
+    run = start_claim(order_id, version=2, enqueue=False)  # advanced here: no worker may race this process for it
     if starter is not None:
         Run.objects.filter(id=run.id).update(created_by=starter)
     run = advance(run)

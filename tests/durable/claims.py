@@ -12,11 +12,12 @@ from durable.models import Run, SideEffect
 REFUND_MESSAGE = "Hello, order {order_id} arrived broken. I would like a refund please."
 
 
-def start_claim(order_id: str = "ORD-1001", message: str | None = None, version: int = 1) -> Run:
+def start_claim(order_id: str = "ORD-1001", message: str | None = None, version: int = 1,
+                enqueue: bool = True) -> Run:
     """A claims run; version 1 by default, which runs to the end without asking anyone."""
     message = message or REFUND_MESSAGE.format(order_id=order_id)
     run, _ = services.start_run(workflow="claims-agent", input={"order_id": order_id, "customer_message": message},
-                                business_key=order_id, version=version, allow_older_version=True)
+                                business_key=order_id, version=version, allow_older_version=True, enqueue=enqueue)
     return run
 
 
