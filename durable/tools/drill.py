@@ -123,15 +123,11 @@ def drilled_actions(config: DrillConfig) -> tuple[str, ...]:
     return config.actions or tuple(declared_actions(drilled_workflow(config)))
 
 
-@dataclass(frozen=True)
-class CellResult:
-    cell: Cell
-    downstream: str
-    counts: CellCounts
+class Judged:
+    """A drilled cell's verdict from its violations (an empty tuple: it passed); the side effects' cells and
+    the waits' (durable/tools/drill_waits.py) alike."""
+
     violations: tuple[str, ...]
-    run_ids: tuple[UUID, ...]
-    seconds: float
-    worker_restarts: int = 0
 
     @property
     def ok(self) -> bool:
@@ -140,6 +136,17 @@ class CellResult:
     @property
     def verdict(self) -> str:
         return "ok" if self.ok else "VIOLATION: " + "; ".join(self.violations)
+
+
+@dataclass(frozen=True)
+class CellResult(Judged):
+    cell: Cell
+    downstream: str
+    counts: CellCounts
+    violations: tuple[str, ...]
+    run_ids: tuple[UUID, ...]
+    seconds: float
+    worker_restarts: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from durable.models import JournalEntry, OperatorAction, Run, RunEvent
 from durable.runtime.dispatch import drop_queue
 from durable.runtime.fault_points import (AFTER_CHILD_FINISHED, AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED,
                                           AFTER_EVENT_CONSUMED, FAULT_POINTS, WAIT_FAULT_POINTS)
-from durable.tools.drill import DRILL_ENV, SETTLED, DrillWorkers, cancel_unsettled
+from durable.tools.drill import DRILL_ENV, SETTLED, DrillWorkers, Judged, cancel_unsettled
 from durable.tools.drill_waits_workload import CHILD, EVENT, LISTENER, PARENT
 from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
 
@@ -132,21 +132,13 @@ def judge(counts: WaitsCounts) -> list[str]:
 
 
 @dataclass(frozen=True)
-class WaitsCellResult:
+class WaitsCellResult(Judged):
     cell: WaitsCell
     counts: WaitsCounts
     violations: tuple[str, ...]
     run_ids: tuple[UUID, ...]  # the runs the drill started and their children
     seconds: float
     worker_restarts: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    @property
-    def verdict(self) -> str:
-        return "ok" if self.ok else "VIOLATION: " + "; ".join(self.violations)
 
 
 @dataclass(frozen=True)
