@@ -51,7 +51,9 @@ WORKER_SETTINGS: dict[str, Any] = {
 # The same as environment variables, for a tool whose workers read them through the standalone project's settings.
 DRILL_ENV = {name: str(value).lower() if isinstance(value, bool) else str(value)
              for name, value in WORKER_SETTINGS.items()}
-SETTLED = ENDED | {RunStatus.FAILED, RunStatus.CANCELLED}
+# Where a cell stops waiting for a run. BLOCKED_VERSION too: nothing but an operator moves it on, and the verdict
+# says the drill's workers lack the version, rather than the cell waiting out its timeout.
+SETTLED = ENDED | {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.BLOCKED_VERSION}
 
 
 @dataclass(frozen=True)

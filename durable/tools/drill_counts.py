@@ -47,7 +47,7 @@ class CellCounts:
     crashed_runs: int  # runs the fault hit at least once
     completed: int
     needs_attention: int
-    lost: int  # neither SUCCEEDED nor NEEDS_ATTENTION when the cell ended
+    lost: int  # neither SUCCEEDED nor NEEDS_ATTENTION (nor blocked) when the cell ended
     unknown: int  # UNKNOWN operations, any action
     unknown_settleable: int  # UNKNOWN operations on a downstream with keys or a lookup: never right
     ended_unknown: int  # runs in NEEDS_ATTENTION with an operation of the armed action UNKNOWN
@@ -55,6 +55,7 @@ class CellCounts:
     max_effects: int  # most effects of any crashed operation
     duplicates: int  # operations, any action, that took effect twice or more
     wrong_effects: int  # operations of runs that ended, with an unexpected effect count below two
+    blocked: int = 0  # BLOCKED_VERSION: the drill's workers do not run the version the run was started on
 
 
 def judge(counts: CellCounts, expect: Expectation) -> list[str]:
@@ -65,8 +66,11 @@ def judge(counts: CellCounts, expect: Expectation) -> list[str]:
         reasons.append(f"{c.duplicates} operation(s) took effect twice")
     if c.lost:
         reasons.append(f"{c.lost} run(s) lost")
-    if expect.ends_unknown and c.ended_unknown < c.runs - c.lost:
-        reasons.append(f"{c.runs - c.lost - c.ended_unknown} run(s) ended other than UNKNOWN")
+    if c.blocked:
+        reasons.append(f"{c.blocked} run(s) BLOCKED_VERSION: the drill's workers do not run the drilled version "
+                       "(is its module in DURABLE_WORKFLOW_MODULES?)")
+    if expect.ends_unknown and c.ended_unknown < c.runs - c.lost - c.blocked:
+        reasons.append(f"{c.runs - c.lost - c.blocked - c.ended_unknown} run(s) ended other than UNKNOWN")
     if c.unknown_settleable:
         reasons.append(f"{c.unknown_settleable} UNKNOWN operation(s) where the downstream can tell")
     if not expect.ends_unknown and c.unsettled:
@@ -120,7 +124,8 @@ def measure(action: str, point: str, run_ids: Iterable[UUID], *, crashed: Collec
         runs=len(runs), crashes=crashes, crashed_runs=len({op.run_id for op in hit}),
         completed=sum(status == RunStatus.SUCCEEDED for status in runs.values()),
         needs_attention=sum(status == RunStatus.NEEDS_ATTENTION for status in runs.values()),
-        lost=len(runs) - len(ended),
+        lost=sum(status not in ENDED and status != RunStatus.BLOCKED_VERSION for status in runs.values()),
+        blocked=sum(status == RunStatus.BLOCKED_VERSION for status in runs.values()),
         unknown=sum(op.status == Op.UNKNOWN for op in ledger),
         unknown_settleable=sum(op.status == Op.UNKNOWN and capabilities_of(op.downstream).can_settle
                                for op in ledger),

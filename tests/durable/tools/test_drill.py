@@ -66,6 +66,8 @@ def test_clean_cells_pass():
     (replace(CLEAN, unsettled=1), KEYS, "1 crashed operation(s) not SUCCEEDED, though nothing was in doubt"),
     (replace(CLEAN, wrong_effects=1), KEYS, "1 operation(s) with the wrong number of effects"),
     (replace(CLEAN, crashes=4, crashed_runs=4), KEYS, "the fault fired in only 4 of 5 run(s)"),
+    (replace(CLEAN, completed=4, blocked=1), KEYS, "1 run(s) BLOCKED_VERSION: the drill's workers do not run the "
+                                                   "drilled version (is its module in DURABLE_WORKFLOW_MODULES?)"),
 ])
 def test_each_broken_promise_is_a_violation(counts, capabilities, reason):
     assert reason in judge(counts, expectation(AFTER_DOWNSTREAM, capabilities))
@@ -171,11 +173,15 @@ def support_drills(config: DrillConfig) -> list[DrillConfig]:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_the_support_agent_is_drilled_at_every_fault_point_with_its_emails_in_flight_together(worker_log_dir):
-    """A tool-calling loop: the lookups and the two emails of one turn go through ctx.parallel, the refund waits
-    for the drill's approval inside the loop; every fault point of the refund and the emails, 0 duplicates, 0
-    lost."""
-    config = DrillConfig(workflow="support-agent", runs_per_cell=1, workers=2, timeout=120, log_dir=worker_log_dir)
+@pytest.mark.parametrize("workflow, step", [("support-agent", "act"), ("support-agent-pydantic-ai", "converse")])
+def test_the_support_agent_is_drilled_at_every_fault_point_with_its_emails_in_flight_together(
+        worker_log_dir, workflow, step, request):
+    """A tool-calling loop, written by hand or as a Pydantic AI agent (its twin): the lookups and the two emails
+    of one turn go through ctx.parallel, the refund waits for the drill's approval inside the loop; every fault
+    point of the refund and the emails, 0 duplicates, 0 lost."""
+    if workflow == "support-agent-pydantic-ai":
+        request.getfixturevalue("agent_workers")  # its workers load the workflows that run Pydantic AI agents
+    config = DrillConfig(workflow=workflow, runs_per_cell=1, workers=2, timeout=120, log_dir=worker_log_dir)
     results = [run_drill(drilled) for drilled in support_drills(config)]
     cells = {cell.cell.label: cell for result in results for cell in result.cells}
     assert all(cell.ok for cell in cells.values()), "\n".join(format_matrix(r) for r in results)
@@ -186,7 +192,7 @@ def test_the_support_agent_is_drilled_at_every_fault_point_with_its_emails_in_fl
     approved_by_the_drill(run_ids)
     # The turn's two emails went out as one parallel group of two side effects, in every run.
     groups = [group for group in JournalEntry.objects.filter(run_id__in=run_ids, kind=JournalEntry.Kind.PARALLEL,
-                                                             step="act").order_by("created_at", "id")
+                                                             step=step).order_by("created_at", "id")
               if [call.get("action") for call in group.detail["calls"]] == ["email"] * 2]
     assert {group.run_id for group in groups} == set(run_ids)
 
@@ -204,6 +210,19 @@ def test_the_support_agent_is_drilled_at_every_fault_point_with_its_emails_in_fl
     assert emails("after_started-email") == ["UNKNOWN", "PENDING"]
     if "after_prepare-email" in cells:  # each email crashes once at its own Prepare, then both go out
         assert cells["after_prepare-email"].counts.crashes == 2 and emails("after_prepare-email") == ["SUCCEEDED"] * 2
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_drill_whose_workers_lack_the_workflow_says_so_rather_than_waiting_out_its_timeout(worker_log_dir):
+    """The twin's module is not in the workers' DURABLE_WORKFLOW_MODULES here (no agent_workers): its runs are
+    BLOCKED_VERSION at once, and the cell ends with that as its verdict."""
+    config = DrillConfig(workflow="support-agent-pydantic-ai", runs_per_cell=1, workers=1, timeout=120,
+                         points=(AFTER_PREPARE,), actions=("email",), log_dir=worker_log_dir)
+    [cell] = run_drill(config).cells
+    assert not cell.ok and cell.counts.blocked == 1 and cell.counts.lost == 0
+    assert any("BLOCKED_VERSION" in violation for violation in cell.violations)
+    assert cell.seconds < config.timeout
 
 
 @pytest.mark.django_db
