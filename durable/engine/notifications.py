@@ -18,6 +18,7 @@ class EventKind(StrEnum):
     APPROVAL_EXPIRED = "approval_expired"
     OPERATION_UNKNOWN = "operation_unknown"
     RUN_NEEDS_ATTENTION = "run_needs_attention"
+    RUN_OVER_BUDGET = "run_over_budget"
     RUN_FAILED = "run_failed"
 
     @property
@@ -31,6 +32,7 @@ LABELS = {
     EventKind.APPROVAL_EXPIRED: "An approval expired",
     EventKind.OPERATION_UNKNOWN: "An operation's outcome is UNKNOWN",
     EventKind.RUN_NEEDS_ATTENTION: "A run needs attention",
+    EventKind.RUN_OVER_BUDGET: "A run stopped at its budget",
     EventKind.RUN_FAILED: "A run failed",
 }
 

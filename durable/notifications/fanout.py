@@ -25,6 +25,7 @@ PERMISSION = {
     EventKind.APPROVAL_EXPIRED: "approvals.decide_approvalrequest",
     EventKind.OPERATION_UNKNOWN: "durable.resolve_sideeffect",
     EventKind.RUN_NEEDS_ATTENTION: "durable.resolve_sideeffect",
+    EventKind.RUN_OVER_BUDGET: "durable.raise_budget",  # those who can raise it, not the reconcilers
     EventKind.RUN_FAILED: "durable.retry_run",
 }
 

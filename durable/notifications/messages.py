@@ -17,6 +17,7 @@ PAGE = {
     EventKind.APPROVAL_EXPIRED: ("approval", "subject"),
     EventKind.OPERATION_UNKNOWN: ("operation", "subject"),
     EventKind.RUN_NEEDS_ATTENTION: ("run", "run_id"),
+    EventKind.RUN_OVER_BUDGET: ("run", "run_id"),
     EventKind.RUN_FAILED: ("run", "run_id"),
 }
 

@@ -16,6 +16,7 @@ from durable import metrics
 from durable.conf import durable_settings
 from durable.engine.costs import Budget, BudgetExhausted, PricedUsage, PriceTable, Spending, Usage
 from durable.engine.errors import NonRetryableError
+from durable.engine.notifications import EventKind
 from durable.models import Run
 from durable.store import Lease, RunStore
 
@@ -109,6 +110,6 @@ def record(store: RunStore, lease: Lease, step: str, meter: Meter, workflow: str
 def stop(store: RunStore, lease: Lease, workflow: str, version: int, step: str, exc: BudgetExhausted) -> None:
     """The run reached its budget before a model call: it waits in NEEDS_ATTENTION for an operator to raise the
     budget (the visit then runs again, reusing what it recorded) or to cancel it. Never FAILED, never cut."""
-    store.needs_attention(lease, step, exc.detail())
+    store.needs_attention(lease, step, exc.detail(), told=EventKind.RUN_OVER_BUDGET)
     metrics.budget_exhausted(workflow, version)
     log.warning("run stopped by its budget before model call %s: %s", exc.call, exc)

@@ -214,15 +214,16 @@ class RunStore:
     def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
         return self._journal(lease, timezone.now(), kind, step, **fields)
 
-    def needs_attention(self, lease: Lease, step: str, detail: dict[str, Any]) -> None:
-        """An operation is UNKNOWN: release the run to wait for an operator's resolution."""
+    def needs_attention(self, lease: Lease, step: str, detail: dict[str, Any],
+                        told: EventKind = EventKind.RUN_NEEDS_ATTENTION) -> None:
+        """An operation is UNKNOWN (or the run's budget is spent: `told` is then RUN_OVER_BUDGET): release the run
+        to wait for an operator."""
         now = timezone.now()
         with transaction.atomic():
             self._fenced(lease, now, status=RunStatus.NEEDS_ATTENTION, error=detail, lease_owner=None,
                          lease_expires_at=None)
             self._journal(lease, now, JournalEntry.Kind.NEEDS_ATTENTION, step, detail=detail)
-            operator_event.send(RunStore, kind=EventKind.RUN_NEEDS_ATTENTION,
-                                run_id=lease.run_id, occurrence=lease.token, detail=detail)
+            operator_event.send(RunStore, kind=told, run_id=lease.run_id, occurrence=lease.token, detail=detail)
 
     def wait_for_approval(self, lease: Lease, step: str, detail: dict[str, Any]) -> None:
         """The step asked a human: release the run (it may wait for days; nothing holds a worker)."""

@@ -38,6 +38,9 @@ def test_preferences_and_roles_choose_who_is_told_and_how(webhook):
     failed = emit(EventKind.RUN_FAILED, a_run())
     fanout.fan_out(failed.id)
     assert recipients(failed) == [("fay", "email", Status.PENDING)]  # bob asked, but may not retry runs
+    over_budget = emit(EventKind.RUN_OVER_BUDGET, a_run())
+    fanout.fan_out(over_budget.id)
+    assert recipients(over_budget) == [("fay", "email", Status.PENDING)]  # who may raise it; eve resolves, cannot
 
 
 def test_no_webhook_endpoint_set_means_no_webhook_delivery(settings):

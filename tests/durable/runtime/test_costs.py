@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from durable import services
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, OperatorAction, Run
+from durable.models import JournalEntry, NotificationEvent, OperatorAction, Run
 from tests.conftest import user_with_roles
 from tests.durable.claims import advance
 from tests.durable.cost_workflows import CALL_COST, INPUT_TOKENS, MODEL, OUTPUT_TOKENS, PRICES
@@ -116,6 +116,8 @@ def test_the_token_budget_stops_the_run_before_the_model_call_and_raising_it_res
     assert "360 tokens of its budget of 300 tokens before model call 'llm.chat'" in run.error["message"]
     assert run.current_step == "think" and run.checkpoint_seq == 3  # still at the visit it stopped in
     assert advance(run).status == RunStatus.NEEDS_ATTENTION  # nothing moves it but an operator
+    # Those who may raise a budget are told (operators), not those who resolve UNKNOWN operations.
+    assert list(NotificationEvent.objects.filter(run=run).values_list("kind", flat=True)) == ["run_over_budget"]
 
     operator = user_with_roles("ops", "operator")
     run = services.raise_budget(run_id=run.id, tokens=1000, user=operator, source="console", reason="worth it")
