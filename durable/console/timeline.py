@@ -21,7 +21,7 @@ from durable.engine.costs import decimal_text, read_usage
 from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
 from durable.engine.topology import shapes_from_json
-from durable.engine.waits import WaitKind
+from durable.engine.waits import WaitingFor
 from durable.console.run_page import current_statuses
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 from durable.runtime.waits import SLEEP, START_CHILD, WAIT_CHILD, WAIT_FOR_EVENT
@@ -261,16 +261,10 @@ def _names(names: Any) -> str:
 
 
 def _waited_for(detail: dict[str, Any]) -> str:
-    until = f" until {_when(detail['until'])}" if detail.get("until") else ""
-    match detail.get("kind"):
-        case WaitKind.TIMER:
-            return f"a timer{until}"
-        case WaitKind.EVENT:
-            return f"event {_names(detail.get('events'))}{until or ' (no deadline)'}"
-        case WaitKind.CHILD:
-            count = len(detail.get("children") or ())
-            return f"{count} child run{'s' if count != 1 else ''} to end"
-    return str(detail.get("kind", "something"))
+    try:
+        return WaitingFor.from_json(detail).describe(absolute)
+    except (KeyError, TypeError, ValueError):  # written by a newer or broken version
+        return str(detail.get("kind", "something"))
 
 
 def _wait_ended(detail: dict[str, Any]) -> str:

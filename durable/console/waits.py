@@ -52,6 +52,7 @@ class Wait:
     left: timedelta | None  # until `until`; negative once it has passed
     events: tuple[str, ...] = ()
     children: tuple[RunLink, ...] = ()
+    headline: str = ""  # what it waits for, in one phrase: "a timer", "event 'reply' or 'declined'", "2 child runs to end"
 
     @property
     def overdue(self) -> bool:
@@ -66,16 +67,6 @@ class Wait:
     @property
     def ended_children(self) -> int:
         return sum(1 for child in self.children if child.status in TERMINAL)
-
-    @property
-    def headline(self) -> str:
-        """What it waits for, in one phrase: "a timer", "event 'reply' or 'declined'", "2 child runs to end"."""
-        if self.kind == WaitKind.TIMER:
-            return "a timer"
-        if self.kind == WaitKind.EVENT:
-            return "event " + " or ".join(repr(name) for name in self.events)
-        count = len(self.children)
-        return f"{count} child run{'s' if count != 1 else ''} to end"
 
 
 def waiting_for(run: Run) -> WaitingFor | None:
@@ -103,7 +94,7 @@ def wait_of(run: Run, visits: dict[int, str] | None = None) -> Wait | None:
              Run.objects.filter(id__in=waiting.children).only(*LINKED)} if waiting.children else {}
     return Wait(waiting.kind, waiting.step, visit_label(visits or {}, waiting.visit), until,
                 until - timezone.now() if until is not None else None, waiting.events,
-                tuple(found[child] for child in waiting.children if child in found))
+                tuple(found[child] for child in waiting.children if child in found), waiting.describe(deadline=False))
 
 
 def summary(run: Run, now: datetime) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +30,10 @@ def check_event_name(name: object) -> str:
         raise ValueError("an event name is 1-100 letters, digits, '_', '.', ':' or '-', starting with a letter "
                          f"or digit; got {name!r}")
     return name
+
+
+def _iso_time(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S %Z}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -58,14 +63,16 @@ class WaitingFor:
     def woken_by_event(self, name: str) -> bool:
         return self.kind == WaitKind.EVENT and name in self.events
 
-    def describe(self) -> str:
-        """One line for screens and logs (the time left is the screen's to add: it knows the clock)."""
-        until = f" until {self.until:%Y-%m-%d %H:%M:%S %Z}".rstrip() if self.until else ""
+    def describe(self, when: Callable[[datetime], str] = _iso_time, *, deadline: bool = True) -> str:
+        """One line for screens and logs: "a timer until ...", "event 'reply' or 'declined' (no deadline)",
+        "2 child runs to end". `when` writes the due time (a screen, in the operator's zone); without `deadline`
+        it is left out (a screen shows the time left beside it)."""
+        until = f" until {when(self.until)}" if self.until and deadline else ""
         if self.kind == WaitKind.TIMER:
             return f"a timer{until}"
         if self.kind == WaitKind.EVENT:
             names = " or ".join(repr(name) for name in self.events)
-            return f"event {names}{until or ' (no deadline)'}"
+            return f"event {names}{until or (' (no deadline)' if deadline else '')}"
         count = len(self.children)
         return f"{count} child run{'s' if count != 1 else ''} to end"
 
