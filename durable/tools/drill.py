@@ -86,11 +86,7 @@ class DrillConfig:
 
 def validate(config: DrillConfig) -> None:
     """Refuse a drill that cannot mean anything, saying which option to fix."""
-    if config.runs_per_cell < 1 or config.workers < 1:
-        raise ValueError("--runs-per-cell and --workers must be at least 1")
-    unknown_points = sorted(set(config.points) - set(FAULT_POINTS))
-    if unknown_points or not config.points:
-        raise ValueError(f"--points must name fault points among {', '.join(FAULT_POINTS)}; got {unknown_points}")
+    refuse_sizes_and_points(config.runs_per_cell, config.workers, config.points, FAULT_POINTS, "fault points")
     try:
         workflow = drilled_workflow(config)
     except UnknownWorkflow as exc:
@@ -107,6 +103,16 @@ def validate(config: DrillConfig) -> None:
         import_string(config.target)
     except ImportError as exc:
         raise ValueError(f"--target: {exc}") from None
+
+
+def refuse_sizes_and_points(runs_per_cell: int, workers: int, points: tuple[str, ...], known: tuple[str, ...],
+                            what: str) -> None:
+    """The options every drill refuses alike: no run or worker, or no fault point it knows (`what` names them)."""
+    if runs_per_cell < 1 or workers < 1:
+        raise ValueError("--runs-per-cell and --workers must be at least 1")
+    unknown = sorted(set(points) - set(known))
+    if unknown or not points:
+        raise ValueError(f"--points must name {what} among {', '.join(known)}; got {unknown}")
 
 
 def drilled_workflow(config: DrillConfig) -> Workflow:
@@ -358,18 +364,21 @@ def banner(config: DrillConfig) -> str:
             f"worker(s), database {connection.vendor}, broker {broker}{target}")
 
 
-def _row(values: Iterable[object]) -> str:
-    cells = [f"{value!s:{align}{width}}" for value, (_, width, align) in zip(values, COLUMNS)]
-    return "  ".join(cells).rstrip()
+def table(columns: tuple[tuple[str, int, str], ...], rows: Iterable[Iterable[object]]) -> list[str]:
+    """A fixed-width table of (title, minimum width, alignment) columns: the titles, a rule, a line per row."""
+    def line(values: Iterable[object]) -> str:
+        return "  ".join(f"{value!s:{align}{width}}" for value, (_, width, align) in zip(values, columns)).rstrip()
+
+    return [line(title for title, _, _ in columns), line("-" * max(width, len(title)) for title, width, _ in columns),
+            *(line(row) for row in rows)]
 
 
 def format_matrix(result: DrillResult) -> str:
     """A fixed-width table, one row per cell, then the totals: pasteable into a README."""
-    lines = [_row(title for title, _, _ in COLUMNS), _row("-" * max(width, len(title)) for title, width, _ in COLUMNS)]
-    for cell in result.cells:
-        c = cell.counts
-        lines.append(_row([cell.cell.point, f"{cell.cell.action} ({cell.downstream})", c.runs, c.crashes, c.completed,
-                           c.needs_attention, c.lost, c.unknown, c.max_effects, c.duplicates, cell.verdict]))
+    lines = table(COLUMNS, ([cell.cell.point, f"{cell.cell.action} ({cell.downstream})", cell.counts.runs,
+                             cell.counts.crashes, cell.counts.completed, cell.counts.needs_attention, cell.counts.lost,
+                             cell.counts.unknown, cell.counts.max_effects, cell.counts.duplicates, cell.verdict]
+                            for cell in result.cells))
     violated = sum(not cell.ok for cell in result.cells)
     lines += [
         "",

@@ -13,7 +13,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from functools import partial
@@ -35,7 +35,8 @@ from durable.models import JournalEntry, OperatorAction, Run, RunEvent
 from durable.runtime.dispatch import drop_queue
 from durable.runtime.fault_points import (AFTER_CHILD_FINISHED, AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED,
                                           AFTER_EVENT_CONSUMED, FAULT_POINTS, WAIT_FAULT_POINTS)
-from durable.tools.drill import DRILL_ENV, SETTLED, DrillWorkers, Judged, cancel_unsettled
+from durable.tools.drill import (DRILL_ENV, SETTLED, DrillWorkers, Judged, cancel_unsettled, refuse_sizes_and_points,
+                                 table)
 from durable.tools.drill_waits_workload import CHILD, EVENT, LISTENER, PARENT
 from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
 
@@ -88,12 +89,8 @@ class WaitsConfig:
 
 def validate(config: WaitsConfig) -> None:
     """Refuse a drill that cannot mean anything, saying which option to fix."""
-    if config.runs_per_cell < 1 or config.workers < 1:
-        raise ValueError("--runs-per-cell and --workers must be at least 1")
-    unknown = sorted(set(config.points) - set(WAIT_FAULT_POINTS))
-    if unknown or not config.points:
-        raise ValueError(f"--points must name the waits' fault points among {', '.join(WAIT_FAULT_POINTS)}; "
-                         f"got {unknown}")
+    refuse_sizes_and_points(config.runs_per_cell, config.workers, config.points, WAIT_FAULT_POINTS,
+                            "the waits' fault points")
 
 
 # -- what a cell must show -------------------------------------------------
@@ -308,18 +305,15 @@ def banner(config: WaitsConfig) -> str:
             f"broker {broker}")
 
 
-def _row(values: Iterable[object]) -> str:
-    return "  ".join(f"{value!s:{align}{width}}" for value, (_, width, align) in zip(values, COLUMNS)).rstrip()
+def _row(cell: WaitsCellResult) -> list[object]:
+    c = cell.counts
+    return [cell.cell.point, cell.cell.scenario.title, c.runs, c.crashes, c.completed, c.events_sent, c.consumed,
+            c.duplicates, c.lost_events, c.children, c.extra_children, c.lost_runs, cell.verdict]
 
 
 def format_matrix(result: WaitsResult) -> str:
     """A fixed-width table, one row per cell, then the totals: pasteable into docs/fault-drill.md."""
-    lines = [_row(title for title, _, _ in COLUMNS), _row("-" * max(width, len(title)) for title, width, _ in COLUMNS)]
-    for cell in result.cells:
-        c = cell.counts
-        lines.append(_row([cell.cell.point, cell.cell.scenario.title, c.runs, c.crashes, c.completed, c.events_sent,
-                           c.consumed, c.duplicates, c.lost_events, c.children, c.extra_children, c.lost_runs,
-                           cell.verdict]))
+    lines = table(COLUMNS, (_row(cell) for cell in result.cells))
     totals = {field.name: result.total(field.name) for field in fields(WaitsCounts)}
     lines += [
         "",
