@@ -299,16 +299,15 @@ def cancel_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: 
         found.append(_what_the_cancel_finds(run, user, source))
         return found[0].findings()
 
-    wakes.child_ending_by_id(run_id)  # a crash before child_ended below delays its parent's wake, loses none
-    run = _transition(
-        run_id, target=RunStatus.CANCELLED, allowed=CANCELLABLE, action="cancel", user=user,
-        source=source, reason=reason, batch=batch,
-        fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
-                "finished_at": timezone.now(), "next_attempt_at": None,
-                "error": None},  # a cancelled run did not fail: the errors before it stay in the timeline
-        then=stop,
-    )
-    wakes.child_ended(run)  # a parent waiting on it learns it was cancelled
+    with wakes.child_ends(run_id, wakes.parent_of(run_id)):  # a parent waiting on it learns it was cancelled
+        run = _transition(
+            run_id, target=RunStatus.CANCELLED, allowed=CANCELLABLE, action="cancel", user=user,
+            source=source, reason=reason, batch=batch,
+            fields={"lease_owner": None, "lease_expires_at": None, "fencing_token": F("fencing_token") + 1,
+                    "finished_at": timezone.now(), "next_attempt_at": None,
+                    "error": None},  # a cancelled run did not fail: the errors before it stay in the timeline
+            then=stop,
+        )
     return replace(found[0], run=run)  # the run as the cancel left it
 
 

@@ -174,9 +174,8 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                 return _handle_step_error(store, lease, workflow, step_name, attempt, exc, done)
             done += 1
             if next_step is None:
-                wakes.child_ending(run)  # a crash before child_ended delays its parent's wake, loses none
-                store.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
-                wakes.child_ended(run)
+                with wakes.child_ends(run.id, run.parent_run_id):
+                    store.finish(lease, step_name, state_json, workflow.checkpoint_schema_version, output)
                 return AdvanceOutcome(claimed=True, steps=done)
             # The checkpoint's (step, next_step) is the route taken: a loop's way back is recorded like any other.
             store.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
@@ -258,7 +257,6 @@ def _give_up(store: RunStore, lease: Lease, step: str, attempts_made: int, error
                                             "message": message})
         log.warning("step %s gave up with operation(s) %s of unknown outcome", step, ", ".join(unsure))
         return
-    wakes.child_ending_by_id(lease.run_id)
-    store.fail(lease, step, attempts_made, error)
-    wakes.child_ended_by_id(lease.run_id)
+    with wakes.child_ends(lease.run_id, wakes.parent_of(lease.run_id)):
+        store.fail(lease, step, attempts_made, error)
     log.info("step %s failed for good: %s", step, message)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from uuid import UUID
 
@@ -63,18 +65,24 @@ def wake(run_id: UUID | str, condition: Q | None = None) -> bool:
     return bool(woken)
 
 
-def child_ending(run: Run) -> None:
-    """Before a child run's end is written: its parent, if it waits on its children, is given a due time a grace
-    period away. A crash between the end and its wake (child_ended) then delays the wake until the sweeper's,
-    and loses none; the wake clears the due time (a parent woken early looks at its children and parks again)."""
-    if run.parent_run_id is not None:
-        _expect_child_end(run.parent_run_id)
+def parent_of(run_id: UUID | str) -> UUID | None:
+    """The run's parent run's id (None: it has none)."""
+    return Run.objects.filter(id=run_id).values_list("parent_run_id", flat=True).first()
 
 
-def child_ending_by_id(run_id: UUID | str) -> None:
-    parent = Run.objects.filter(id=run_id).values_list("parent_run_id", flat=True).first()
-    if parent is not None:
-        _expect_child_end(parent)
+@contextmanager
+def child_ends(run_id: UUID | str, parent_id: UUID | str | None) -> Iterator[None]:
+    """Around the write of a run's end (done, failed for good, cancelled): its parent, if it waits on its
+    children, looks at them all again once the end is written. Before it, the parent is given a due time a grace
+    period away: a crash between the end and the wake then delays the wake until the sweeper's, and loses none;
+    the wake clears the due time (a parent woken early looks at its children and parks again)."""
+    if parent_id is None:
+        yield
+        return
+    _expect_child_end(parent_id)
+    yield
+    fault_point(AFTER_CHILD_FINISHED, operation_id=str(run_id), action="child_finished")
+    wake_parent(parent_id)
 
 
 def _expect_child_end(parent_id: UUID | str) -> None:
@@ -83,20 +91,6 @@ def _expect_child_end(parent_id: UUID | str) -> None:
         _row_of(parent_id)
         Run.objects.filter(_WAITS_ON_CHILDREN, id=parent_id, status=RunStatus.WAITING, next_attempt_at__isnull=True
                            ).update(next_attempt_at=due)
-
-
-def child_ended(run: Run) -> None:
-    """A run ended: its parent, if it waits on its children, looks at them all again."""
-    if run.parent_run_id is not None:
-        fault_point(AFTER_CHILD_FINISHED, operation_id=str(run.id), action="child_finished")
-        wake_parent(run.parent_run_id)
-
-
-def child_ended_by_id(run_id: UUID | str) -> None:
-    parent = Run.objects.filter(id=run_id).values_list("parent_run_id", flat=True).first()
-    if parent is not None:
-        fault_point(AFTER_CHILD_FINISHED, operation_id=str(run_id), action="child_finished")
-        wake_parent(parent)
 
 
 def wake_parent(parent_id: UUID | str) -> bool:

@@ -83,7 +83,9 @@ def test_a_child_cancelled_by_a_process_that_dies_before_the_wake_still_wakes_it
 
 def test_a_child_woken_parent_that_finds_its_child_still_running_parks_again_without_a_due_time(tmp_path):
     parent = advance(start("test-parent", tmp_path, "P-3", child_waits=True))
-    wakes.child_ending(Run.objects.get(parent_run=parent))  # then the child's worker dies before its end
+    child = Run.objects.get(parent_run=parent)
+    with pytest.raises(SimulatedCrash), wakes.child_ends(child.id, parent.id):
+        raise SimulatedCrash  # the child's worker dies before its end is written
     parent = woken_by_the_sweeper(parent)
     assert parent.status == RunStatus.WAITING and parent.next_attempt_at is None
 
