@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from durable import metrics
+from durable import budgets, metrics
 from durable.conf import durable_settings
 from durable.engine.costs import Budget, BudgetExhausted, PricedUsage, PriceTable, Spending, Usage
 from durable.engine.errors import NonRetryableError
@@ -37,17 +37,12 @@ class Meter:
     @property
     def spent(self) -> Spending:
         if self._spent is None:
-            run = self._run
-            self._spent = Spending() if run is None else Spending(
-                run.input_tokens, run.output_tokens, run.cost, run.unpriced_tokens)
+            self._spent = Spending() if self._run is None else budgets.spent(self._run)
         return self._spent
 
     @property
     def budget(self) -> Budget | None:
-        run = self._run
-        if run is None or (run.budget_tokens is None and run.budget_cost is None):
-            return None
-        return Budget(run.budget_tokens, run.budget_cost)
+        return None if self._run is None else budgets.budget_of(self._run)
 
     def before_model_call(self, call: str) -> None:
         """BudgetExhausted when the run has reached its budget: the call is not made."""
