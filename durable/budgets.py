@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import Q, QuerySet, Sum
 
 from durable.engine.costs import Budget, Spending, decimal_text, money, read_usage, whole
 from durable.engine.states import RunStatus
@@ -30,6 +30,14 @@ def waiting_on_budget(run: Run) -> bool:
 def spent(run: Run) -> Spending:
     """What the run's model calls used, from its row."""
     return Spending(run.input_tokens, run.output_tokens, run.cost, run.unpriced_tokens)
+
+
+def spent_by(runs: QuerySet[Run]) -> Spending:
+    """What the model calls of `runs` used together, summed by the database."""
+    sums = runs.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"),
+                          unpriced_tokens=Sum("unpriced_tokens"))
+    return Spending(sums["input_tokens"] or 0, sums["output_tokens"] or 0, sums["cost"] or Decimal(0),
+                    sums["unpriced_tokens"] or 0)
 
 
 # How deep a run's delegation is followed when its children's spending is added to its own (a child's children...).
@@ -53,11 +61,9 @@ def with_children(run: Run) -> Delegated | None:
         level = list(children.values_list("id", flat=True))
         if not level:
             break
-        used = children.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"),
-                                  cost=Sum("cost"), unpriced_tokens=Sum("unpriced_tokens"))
-        total = Spending(total.input_tokens + (used["input_tokens"] or 0),
-                         total.output_tokens + (used["output_tokens"] or 0), total.cost + (used["cost"] or 0),
-                         total.unpriced_tokens + (used["unpriced_tokens"] or 0))
+        used = spent_by(children)
+        total = Spending(total.input_tokens + used.input_tokens, total.output_tokens + used.output_tokens,
+                         total.cost + used.cost, total.unpriced_tokens + used.unpriced_tokens)
         counted += len(level)
     return Delegated(total, counted) if counted else None
 

@@ -246,11 +246,7 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field(DelegatedSpendingSerializer(allow_null=True))
     def get_spending_with_children(self, run: Run) -> dict[str, Any] | None:
         delegated = budgets.with_children(run)
-        if delegated is None:
-            return None
-        spent = delegated.spent
-        return {"input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens, "tokens": spent.tokens,
-                "cost": decimal_text(spent.cost), "unpriced_tokens": spent.unpriced_tokens, "runs": delegated.runs}
+        return None if delegated is None else {**delegated.spent.as_json(), "runs": delegated.runs}
 
     @extend_schema_field(VisitSpendingSerializer(many=True))
     def get_spending_by_visit(self, run: Run) -> list[dict[str, Any]]:

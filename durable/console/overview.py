@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, QuerySet
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from durable.budgets import WAITING_ON_BUDGET
+from durable.budgets import WAITING_ON_BUDGET, spent_by
 from durable.engine.costs import Spending
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL, WAITING_STATES, RunStatus
@@ -200,11 +199,7 @@ def last_day() -> LastDay:
 
 def spent_since(since: datetime) -> Spending:
     """What the model calls of the runs started since `since` used (the run_created range, as `started` reads)."""
-    sums = Run.objects.filter(created_at__gte=since).aggregate(
-        input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"),
-        unpriced_tokens=Sum("unpriced_tokens"))
-    return Spending(sums["input_tokens"] or 0, sums["output_tokens"] or 0, sums["cost"] or Decimal(0),
-                    sums["unpriced_tokens"] or 0)
+    return spent_by(Run.objects.filter(created_at__gte=since))
 
 
 def hourly(rows: QuerySet, field: str, since: datetime) -> list[int]:
