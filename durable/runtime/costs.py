@@ -22,8 +22,8 @@ from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.costs")
 UsageOf = Callable[[Any], Usage | None]  # a model call's answer -> what it used (None: it does not say)
-# (call index, name, result as recorded, the answer as returned, its usage function)
-Answered = tuple[int, str, Any, Any, UsageOf]
+# (call index, name, result as recorded, the answer as returned, its usage function: None for a plain activity)
+Answered = tuple[int, str, Any, Any, UsageOf | None]
 _said_unpriced: set[str] = set()  # models this process has warned of once
 
 
@@ -52,8 +52,11 @@ class Meter:
             raise BudgetExhausted(limit=limit, spent=replace(self.spent), budget=budget, call=call)
 
     @staticmethod
-    def priced(name: str, answer: Any, usage_of: UsageOf) -> PricedUsage | None:
-        """What the call used, priced from DURABLE_LLM_PRICES; None when its usage function says nothing."""
+    def priced(name: str, answer: Any, usage_of: UsageOf | None) -> PricedUsage | None:
+        """What the call used, priced from DURABLE_LLM_PRICES; None for a plain activity, or when its usage
+        function says nothing."""
+        if usage_of is None:
+            return None
         try:
             usage = usage_of(answer)
         except Exception as exc:
@@ -88,8 +91,9 @@ def prices() -> PriceTable:
 
 def record(store: RunStore, lease: Lease, step: str, meter: Meter, workflow: str,
            calls: list[Answered]) -> list[PricedUsage]:
-    """Record answered model calls: each with what it used, in one write that adds it to the run's totals (a call
-    whose usage function says nothing is recorded as a plain result). Returns what the metered ones used."""
+    """Record answered calls: each model call with what it used, in one write that adds it to the run's totals,
+    and plain activities (and a model call whose usage function says nothing) as plain results, in one write
+    before it. Returns what the metered ones used."""
     priced = [(index, name, result, meter.priced(name, answer, usage_of))
               for index, name, result, answer, usage_of in calls]
     plain = [(index, name, result) for index, name, result, used in priced if used is None]

@@ -218,13 +218,9 @@ def _record_together(ctx: StepContext, answered: list[tuple[_Pending, Future[Any
             rows.append((call, index, name, ctx._recordable(name, answer), answer))
         except Exception as exc:  # not storable: that call's error, the others are recorded
             errors.append((call.position, call.label, exc))
-    plain = [(index, name, result) for call, index, name, result, _ in rows if call.usage is None]
-    if plain:
-        ctx._store.record_activities(ctx._lease, ctx.step, plain)
-    metered = [(index, name, result, answer, call.usage) for call, index, name, result, answer in rows
-               if call.usage is not None]
-    if metered:
-        costs.record(ctx._store, ctx._lease, ctx.step, ctx._meter, ctx.workflow_name, metered)
+    if rows:
+        costs.record(ctx._store, ctx._lease, ctx.step, ctx._meter, ctx.workflow_name,
+                     [(index, name, result, answer, call.usage) for call, index, name, result, answer in rows])
     for call, _, _, result, _ in rows:
         results[call.position] = result
 
