@@ -7,8 +7,11 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         """Register with the core what this app adds to it (docs/architecture.md): the core never imports it."""
-        from approvals import checks  # noqa: F401  registers the revalidation check
-        from approvals import overview, run_page
+        from approvals import (
+            checks,  # noqa: F401  registers the revalidation check
+            overview,
+            run_page,
+        )
         from approvals.context_processors import pending_badge
         from approvals.exposition import approval_gauges
         from approvals.gate import request_approval

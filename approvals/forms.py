@@ -13,6 +13,7 @@ from durable.console.paging import read_page_marker
 from durable.engine.approvals import Verdict
 from durable.labels import LabelledForm
 
+
 class InboxFilters(LabelledForm, forms.Form):
     kind = forms.CharField(max_length=100, required=False)
     workflow = forms.CharField(max_length=100, required=False)

@@ -10,9 +10,9 @@ from django.db.models import Count, Max, Min, Prefetch, Q, QuerySet, Sum, prefet
 from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest
-from durable.permissions import Person
 from durable.engine.approvals import ApprovalStatus
 from durable.models import Run
+from durable.permissions import Person
 
 LOOKUPS = {"status": "status", "kind": "kind", "workflow": "workflow_name", "version": "workflow_version",
            "business_key": "business_key", "run": "run_id"}

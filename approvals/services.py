@@ -23,10 +23,7 @@ from django.utils import timezone
 from approvals.gate import load_revalidation
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.selectors import DECIDE_PERMISSION, newer_ask
-from durable.permissions import Caller, Person
 from durable.audit import audit
-from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
-from durable.runtime import dispatch
 from durable.conf import durable_settings
 from durable.engine.approvals import (
     ApprovalStatus,
@@ -40,7 +37,10 @@ from durable.engine.approvals import (
 from durable.engine.errors import classify
 from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from durable.models import JournalEntry, Run, SecurityEvent
+from durable.permissions import Caller, Person
+from durable.runtime import dispatch
 from durable.scope import runs_in_scope
 from durable.security import record_refusal
 from durable.signals import operator_event

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
@@ -32,12 +32,12 @@ from approvals.selectors import (
     request_state,
     with_parent_runs,
 )
-from durable.errors import Conflict, Forbidden, InvalidInput, ServiceError, Unavailable
 from durable.console import live
 from durable.console.paging import page_marker
 from durable.console.rendering import fragment_or_page, next_page_link
 from durable.console.requests import ConsoleRequest
 from durable.engine.approvals import ApprovalStatus, differences
+from durable.errors import Conflict, Forbidden, InvalidInput, ServiceError, Unavailable
 from durable.permissions import permission_required, signed_in
 from durable.security import refused_because
 

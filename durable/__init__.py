@@ -57,9 +57,9 @@ if TYPE_CHECKING:
     from durable.downstream import DownstreamOutcome as DownstreamOutcome
     from durable.downstream import register_downstream as register_downstream
     from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
+    from durable.engine.approvals import Revalidation as Revalidation
     from durable.engine.costs import Budget as Budget
     from durable.engine.costs import Usage as Usage
-    from durable.engine.approvals import Revalidation as Revalidation
     from durable.engine.errors import ActivityError as ActivityError
     from durable.engine.errors import ChildRunFailed as ChildRunFailed
     from durable.engine.errors import Classification as Classification
@@ -79,8 +79,8 @@ if TYPE_CHECKING:
     from durable.engine.untrusted import bound_to_run as bound_to_run
     from durable.engine.waits import ChildRun as ChildRun
     from durable.engine.waits import Event as Event
-    from durable.sending import send_event as send_event
     from durable.registry import register as register
+    from durable.sending import send_event as send_event
     from durable.workflow import Migration as Migration
     from durable.workflow import Workflow as Workflow
 

@@ -10,15 +10,19 @@ class DurableConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from durable import checks  # noqa: F401  registers the launch checks
-        from durable.notifications import checks as _notify_checks  # noqa: F401  and the webhook's
-        from durable.tracing import checks as _trace_checks  # noqa: F401  and the traces'
         from django.apps import apps
 
-        from durable import fleet, role_audit, security, tracing
+        from durable import (
+            checks,  # noqa: F401  registers the launch checks
+            role_audit,
+            security,
+            tracing,
+        )
         from durable.console import timezones
+        from durable.notifications import checks as _notify_checks  # noqa: F401  and the webhook's
         from durable.notifications import receivers as notifications
         from durable.registry import discover
+        from durable.tracing import checks as _trace_checks  # noqa: F401  and the traces'
 
         discover(durable_settings.DURABLE_WORKFLOW_MODULES)
         tracing.start_if_asked()  # DURABLE_OTEL: instruments this process, before it loads any middleware

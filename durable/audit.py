@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
-from durable.permissions import Caller, Person
 from durable.models import OperatorAction, Run
+from durable.permissions import Caller, Person
 
 
 def acting_user(user: Caller | None) -> Person | None:

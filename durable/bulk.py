@@ -16,12 +16,12 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
-from durable.permissions import Caller
-from durable.errors import Conflict, InvalidInput
 from durable import services
 from durable.conf import durable_settings
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, InvalidInput
 from durable.models import Run
+from durable.permissions import Caller
 from durable.services import Batch, Cancellation, SideEffectDone
 
 NOT_APPLICABLE, SKIPPED, NOT_FOUND = "not_applicable", "skipped", "not_found"

@@ -335,8 +335,8 @@ def check_versions_in_flight() -> list[CheckMessage]:
 
 def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
     """durable.W011: the newest version of each workflow with side effects passed a full fault drill."""
-    from durable.runtime.fault_points import FAULT_POINTS
     from durable.models import DrillRecord
+    from durable.runtime.fault_points import FAULT_POINTS
 
     newest: dict[str, Workflow] = {}
     for wf in workflows:

@@ -13,9 +13,9 @@ from django.db.models import OuterRef, Subquery
 
 from durable.engine.contract import Refusal, check_contract, upcast
 from durable.engine.states import TERMINAL
-from durable.runtime.executor import run_contract
 from durable.models import Checkpoint, Run
 from durable.registry import UnknownWorkflow, WorkflowRegistry, registry
+from durable.runtime.executor import run_contract
 from durable.workflow import Workflow
 
 

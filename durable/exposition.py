@@ -15,13 +15,13 @@ from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from durable import metrics
 from durable.budgets import WAITING_ON_BUDGET
 from durable.conf import durable_settings
-from durable import metrics
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import WAITING_STATES, RunStatus
 from durable.models import Checkpoint, Run, SideEffect

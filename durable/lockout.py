@@ -53,7 +53,7 @@ class LoginAttemptHandler(AxesDatabaseHandler):
         counts = [attempts.aggregate(n=Sum("failures_since_start"))["n"] or 0
                   for attempts in self.get_user_attempts(request, credentials)]
         return max((count // ADDRESS_FACTOR if parameter == "ip_address" else count
-                    for parameter, count in zip(parameters, counts)), default=0)
+                    for parameter, count in zip(parameters, counts, strict=True)), default=0)
 
 
 def cool_off_minutes(request: HttpRequest | None) -> int:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 FIELDS = ("run_id", "workflow", "version", "step", "attempt", "operation_id")
 
-# The default dict is shared, so it is never changed in place: bound() always sets a new one.
-_bound: ContextVar[dict[str, Any]] = ContextVar("durable_log_context", default={})
+# Read-only, so the shared default cannot be changed in place: bound() always sets a new mapping.
+_bound: ContextVar[Mapping[str, Any]] = ContextVar("durable_log_context", default=MappingProxyType({}))
 # What every LogRecord has of its own; anything else on a record came from `extra=`.
 _RECORD_ATTRIBUTES = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 

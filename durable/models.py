@@ -15,7 +15,6 @@ from durable.engine.ledger import OperationStatus
 from durable.engine.states import TERMINAL as ENDED
 from durable.engine.states import RunStatus
 
-
 RUN_STATUS_CHOICES = [(s.value, s.value.replace("_", " ").capitalize()) for s in RunStatus]
 
 

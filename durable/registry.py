@@ -6,7 +6,6 @@ from importlib import import_module
 
 from durable.workflow import Workflow
 
-
 log = logging.getLogger("durable.registry")
 
 

@@ -21,7 +21,6 @@ from django.http import HttpRequest
 
 from durable.audit import audit
 
-
 # The audit trail's actions for role changes, beside the actions on runs and operations.
 ROLE_ACTIONS = tuple(f"{verb}_{kind}" for verb in ("grant", "remove") for kind in ("role", "permission", "role_permission"))
 

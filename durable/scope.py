@@ -10,8 +10,9 @@ drill's crashed run is never resumed by a production worker against production's
 """
 from __future__ import annotations
 
-from durable.conf import durable_settings
 from django.db.models import Q
+
+from durable.conf import durable_settings
 
 TOOL_ACCOUNT_PREFIX = "durable-tool-"
 

@@ -12,15 +12,14 @@ import logging
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
-from durable.permissions import Caller
 from durable import metrics
 from durable.conf import durable_settings
 from durable.models import SecurityEvent
+from durable.permissions import Caller
 
 log = logging.getLogger("durable.security")
 Kind = SecurityEvent.Kind

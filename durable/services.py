@@ -11,19 +11,19 @@ from django.db.models import F, Q
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from durable.permissions import Caller
 from durable import budgets, fleet, metrics, tracing
 from durable.audit import acting_user, audit
-from durable.errors import Conflict, Forbidden, InvalidInput
-from durable.runtime import dispatch, wakes
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.ids import request_hash
 from durable.engine.json_values import UnstorableJSON, check_storable
-from durable.engine.states import TERMINAL, RunStatus, sources_of
 from durable.engine.ledger import OperationStatus
 from durable.engine.search import field_text, fold, searchable_fields
+from durable.engine.states import TERMINAL, RunStatus, sources_of
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.models import Checkpoint, Run, RunSearch, SideEffect
+from durable.permissions import Caller
 from durable.registry import UnknownWorkflow, registry
+from durable.runtime import dispatch, wakes
 from durable.signals import run_cancelled
 from durable.workflow import Workflow
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from durable.runtime import dispatch, executor, sweeper
 from durable.notifications import tasks as notification_tasks  # noqa: F401  registers them with any Celery app
+from durable.runtime import dispatch, executor, sweeper
 
 
 @shared_task(name=dispatch.ADVANCE_RUN, acks_late=True, ignore_result=True)

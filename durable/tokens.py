@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from durable.permissions import Caller, Person
 from durable.audit import acting_user, audit
-from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.conf import durable_settings
 from durable.engine.tokens import new_token, token_hash, token_matches, token_prefix
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.models import ApiToken
+from durable.permissions import Caller, Person
 
 MANAGE = "durable.manage_apitoken"
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is written at most this often per token

@@ -9,16 +9,15 @@ from django.db.models import Count, F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from durable.permissions import Caller
 from durable.audit import audit
-from durable.errors import Conflict, InvalidInput
-from durable.runtime import dispatch
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus
+from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, JournalEntry, Run
+from durable.permissions import Caller
 from durable.registry import UnknownWorkflow, registry
+from durable.runtime import dispatch
 from durable.workflow import Workflow
-
 
 # The `step` of the checkpoint a migration writes: "migration v1->v2". The approvals gate reads it to carry a
 # request across the migration (approvals/gate.py).

@@ -12,8 +12,8 @@ from durable.engine.contract import PINNABLE, Contract, Upcaster
 from durable.engine.costs import Budget
 from durable.engine.fingerprint import StepShape, topology_fingerprint
 from durable.engine.graph import Graph, Route
-from durable.engine.topology import shapes_to_json
 from durable.engine.retry import RetryPolicy
+from durable.engine.topology import shapes_to_json
 
 # (ctx, state) -> the new state, or None when it mutated the one given, or the route it takes (`wf.goto`,
 # `wf.finish`). The state is the workflow's own model: Any here, so that a step annotated with it

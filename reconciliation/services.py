@@ -7,18 +7,18 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from durable.permissions import Caller
-from durable.audit import acting_user, audit
-from durable.errors import Conflict, InvalidInput, Unavailable
 from durable import logs, metrics
-from durable.runtime import dispatch
+from durable.audit import acting_user, audit
 from durable.downstream import Downstream, get_downstream
 from durable.engine.errors import classify
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.models import JournalEntry, Run, SideEffect
+from durable.permissions import Caller
+from durable.runtime import dispatch
 from durable.runtime.reconciler import Finding, look_up
 
 log = logging.getLogger("durable.reconciliation")

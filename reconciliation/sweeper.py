@@ -8,18 +8,18 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from durable.conf import durable_settings
 from durable import logs, metrics
+from durable.conf import durable_settings
 from durable.downstream import Downstream, get_downstream, with_repair_noted
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.runtime.reconciler import Finding, investigate
 from durable.scope import runs_in_scope
 from durable.signals import operator_event
-from durable.engine.ledger import Reconciliation as Decision
-from durable.runtime.reconciler import Finding, investigate
 
 log = logging.getLogger("durable.reconciliation")
 

@@ -11,13 +11,12 @@ from http import HTTPStatus
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
-from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.conf import durable_settings
 from durable.console import live
 from durable.console.paging import page_marker
@@ -25,12 +24,13 @@ from durable.console.rendering import ActionOutcome, fragment_or_page, next_page
 from durable.console.requests import ConsoleRequest
 from durable.downstream import get_downstream
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.models import Run, SideEffect
 from durable.permissions import contents_required, permission_required
-from reconciliation.forms import QueuePage, ResolveForm
-from durable.engine.ledger import Reconciliation as Decision
 from durable.runtime.reconciler import Finding
+from reconciliation.forms import QueuePage, ResolveForm
 from reconciliation.selectors import (
     awaiting_reconciliation,
     operation_actions,

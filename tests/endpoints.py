@@ -29,12 +29,12 @@ from durable.models import (
 )
 from durable.roles import OPERATOR
 from tests.approvals.flow import waiting_claim
+from tests.audit import operator_actions
 from tests.conftest import api_token, user_with_roles
 from tests.durable import version_workflows as vw
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import run_in
 from tests.durable.cost_workflows import stopped_by_budget
-from tests.audit import operator_actions
 
 START = {"workflow": "claims-agent", "business_key": "ORD-1002",
          "input": {"order_id": "ORD-1002", "customer_message": "I was charged twice for ORD-1002"}}

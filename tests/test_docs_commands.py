@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-
 from urllib.parse import urlsplit
 
 import pytest

@@ -27,7 +27,7 @@ from durable.console.audit import AuditFilters
 from durable.console.forms import RunsQuery
 from durable.console.search import SearchQuery
 from reconciliation.api.views import OperationFilterSerializer
-from tests.endpoints import World, api_target, build_world, console_target, logged_in, routes, written
+from tests.endpoints import World, api_target, console_target, logged_in, routes, written
 from tests.test_hostile_input import API_BODY_ENDPOINTS, CONSOLE_FORMS, LOGIN_FORMS, admin, world  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -253,7 +253,7 @@ def test_a_hostile_id_in_a_url_is_a_404_never_a_5xx(world, admin, name):
     wrong = []
     for url in aimed_urls(name, world):
         for method in ("get", "post"):
-            status, changed = answered_in_a_savepoint(lambda: getattr(client, method)(url))
+            status, changed = answered_in_a_savepoint(lambda method=method, url=url: getattr(client, method)(url))
             if status not in (404, 405) or changed:
                 wrong.append(f"{method.upper()} {url}: {status}{' and wrote' if changed else ''}")
     assert wrong == []

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import pytest
 from django.conf import settings
 from django.test import Client
-from rest_framework.test import APIClient
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from durable.engine.json_values import MAX_JSON_DEPTH
 from durable.models import Run
@@ -386,7 +386,7 @@ MALFORMED_FORMS = [
     ("reconciliation:resolve", {"result": '{"ref": "a\\u0000b"}'}, "must not contain NUL"),
     ("reconciliation:resolve", {"result": '{"deep": ' + nested(500) + "}"}, f"more than {MAX_JSON_DEPTH} levels"),
     ("reconciliation:resolve", {"result": nested(100_000)}, f"more than {MAX_JSON_DEPTH} levels"),
-    *(("reconciliation:resolve", {"result": '{"amount": %s}' % number}, "finite numbers only")
+    *(("reconciliation:resolve", {"result": f'{{"amount": {number}}}'}, "finite numbers only")
       for number in ("NaN", "Infinity", "-Infinity", "1e999", "-1e999")),
     ("reconciliation:resolve", {"result": '{"ref": "\\ud800"}'}, "lone surrogate"),
     ("reconciliation:resolve", {"result": '{"\\udc00": 1}'}, "lone surrogate"),

@@ -16,6 +16,7 @@ from django.test import Client
 
 from approvals.models import ApprovalRequest
 from durable.roles import APPROVER, OPERATOR, RECONCILER, ROLES
+from tests.audit import operator_actions
 from tests.conftest import api_token, user_with_roles
 from tests.endpoints import (
     World,
@@ -27,7 +28,6 @@ from tests.endpoints import (
     security_log_mark,
     written,
 )
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

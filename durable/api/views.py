@@ -6,7 +6,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -42,7 +42,6 @@ from durable.api.serializers import (
 from durable.models import Run, RunEvent
 from durable.permissions import can_see_contents
 from durable.registry import registry
-
 
 EXISTING_RUN_HEADER = "Durable-Existing-Run"
 IDEMPOTENCY_KEY, ACTIVE_BUSINESS_KEY = "idempotency-key", "active-business-key"

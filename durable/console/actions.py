@@ -9,12 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
-from durable.permissions import Caller
 from durable import budgets, services, versions
 from durable.console.forms import ActionForm, BudgetForm, MigrateForm
 from durable.engine.states import RunStatus
 from durable.models import Run
+from durable.permissions import Caller
 from durable.registry import registry
 
 Perform = Callable[[Run, Caller, dict[str, Any]], tuple[Run, str]]  # the run, and what happened

@@ -19,13 +19,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from durable.errors import InvalidInput
 from durable import bulk
 from durable.conf import durable_settings
 from durable.console.actions import ACTIONS
 from durable.console.fields import TOO_LONG, ReasonField
 from durable.console.forms import ConsoleRunFilter, filter_console_runs
 from durable.engine.states import RunStatus
+from durable.errors import InvalidInput
 from durable.labels import LabelledForm
 from durable.models import Run
 from durable.permissions import permission_required
@@ -74,7 +74,7 @@ class BulkForm(LabelledForm, forms.Form):
             try:
                 confirmed[UUID(run_id)] = RunStatus(status).value
             except ValueError:
-                raise forms.ValidationError("not a list of runs from a confirmation page; choose the runs again")
+                raise forms.ValidationError("not a list of runs from a confirmation page; choose the runs again") from None
         limit = durable_settings.DURABLE_BULK_LIMIT
         if len(confirmed) > limit:
             raise forms.ValidationError(bulk.too_many("runs", f"{len(confirmed)} runs were chosen",

@@ -10,11 +10,11 @@ from rest_framework import serializers
 
 from durable.api.filters import RunFilterSerializer, filter_runs, position
 from durable.console import paging
+from durable.console.fields import ReasonField
+from durable.engine.costs import COST_DECIMALS, COST_DIGITS, MAX_TOKENS
 from durable.engine.states import WAITING_STATES, RunStatus
 from durable.engine.waits import WaitKind
 from durable.labels import LabelledForm
-from durable.console.fields import ReasonField
-from durable.engine.costs import COST_DECIMALS, COST_DIGITS, MAX_TOKENS
 from durable.models import Run
 
 NOT_A_PAGE = "not a page of this list; start again from the first page"

@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from durable.errors import InvalidInput
 from durable.console import timezones
+from durable.errors import InvalidInput
 from durable.labels import LabelledForm
 from durable.permissions import signed_in
 

@@ -17,12 +17,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from durable.console.run_page import current_statuses
 from durable.engine.costs import decimal_text, read_usage
 from durable.engine.graph import Graph
 from durable.engine.ledger import OperationStatus
 from durable.engine.topology import shapes_from_json
 from durable.engine.waits import WaitingFor
-from durable.console.run_page import current_statuses
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 from durable.runtime.waits import SLEEP, START_CHILD, WAIT_CHILD, WAIT_FOR_EVENT
 from durable.templatetags.console_time import absolute

@@ -13,9 +13,9 @@ from typing import Any
 from django.contrib.auth.signals import user_logged_in
 from django.http import HttpRequest
 
-from durable.permissions import Person
 from durable.errors import InvalidInput
 from durable.models import OperatorPreferences
+from durable.permissions import Person
 
 SESSION_KEY = "durable_time_zone"
 LABEL = "Time zone"

@@ -17,9 +17,9 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from durable.console.fields import ReasonField
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.labels import LabelledForm
-from durable.console.fields import ReasonField
 from durable.permissions import signed_in
 from durable.tokens import MANAGE, create_token, revoke_token, token_lifetime, visible_tokens
 

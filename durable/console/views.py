@@ -23,26 +23,26 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from durable import budgets, tracing
-from durable.errors import Conflict, InvalidInput
 from durable.console import bulk, live, selectors
 from durable.console import overview as console_overview
 from durable.console import search as finder
 from durable.console.actions import ACTIONS, offered_actions
 from durable.console.forms import ANY_WAITING, ActionForm, RunsQuery, filter_console_runs, page_marker
 from durable.console.live_states import run_state, runs_state
-from durable.console.run_page import run_sections
 from durable.console.rendering import (
     ActionOutcome,
     fragment_or_page,
     next_page_link,
     page_link,
 )
-from durable.console.run_graph import run_graph
 from durable.console.requests import ConsoleRequest
+from durable.console.run_graph import run_graph
+from durable.console.run_page import run_sections
 from durable.console.timeline import run_timeline
 from durable.console.waits import run_waits
 from durable.engine.states import RunStatus
 from durable.engine.waits import WaitKind
+from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, Run
 from durable.permissions import can_see_contents, contents_required, permission_required
 

@@ -15,9 +15,9 @@ from uuid import UUID
 
 from django.utils import timezone
 
+from durable.console.timeline import visit_label, visit_names
 from durable.engine.states import TERMINAL, RunStatus
 from durable.engine.waits import WaitingFor, WaitKind
-from durable.console.timeline import visit_label, visit_names
 from durable.models import Checkpoint, Run, RunEvent
 from durable.templatetags.console_time import duration
 

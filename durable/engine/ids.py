@@ -5,7 +5,6 @@ import hashlib
 import json
 from typing import Any
 
-
 # What operation_id() gives; a URL or search that does not match it names no operation.
 OPERATION_ID_PATTERN = "[0-9a-f]{32}"
 

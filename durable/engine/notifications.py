@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 SIGNATURE_HEADER = "Durable-Signature"
@@ -67,6 +67,6 @@ def retry_delay(attempts_made: int, *, first: float, cap: float = 3600.0) -> flo
 
 def window_start(now: datetime, seconds: float) -> datetime:
     """The start of the digest window `now` falls in: windows are aligned to the epoch, the same for every process."""
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     elapsed = (now - epoch).total_seconds()
     return epoch + timedelta(seconds=elapsed - elapsed % seconds)

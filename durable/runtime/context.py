@@ -12,14 +12,13 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from durable import metrics, tracing
-from durable.runtime import side_effects
 from durable.downstream import Downstream
 from durable.engine.approvals import Path
 from durable.engine.errors import NonRetryableError, WrongThread, refuse_unstorable
 from durable.engine.replay import RecordedCall, ReplayCursor
-from durable.models import Checkpoint
-from durable.runtime import costs, parallel, waits
 from durable.engine.waits import ChildRun, Event
+from durable.models import Checkpoint
+from durable.runtime import costs, parallel, side_effects, waits
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore

@@ -11,18 +11,25 @@ from uuid import UUID
 
 from pydantic import BaseModel, ValidationError
 
-from durable.conf import durable_settings
 from durable import logs, metrics, tracing
-from durable.runtime import costs, heartbeat, side_effects, wakes
-from durable.runtime.context import StepContext
+from durable.conf import durable_settings
 from durable.engine.contract import PINNABLE, Contract, Refusal, check_contract, upcast
 from durable.engine.costs import BudgetExhausted
-from durable.engine.errors import (AwaitingApproval, LeaseLost, NeedsAttention, ReplayContractViolation, Waiting,
-                                   classify, refuse_unstorable)
+from durable.engine.errors import (
+    AwaitingApproval,
+    LeaseLost,
+    NeedsAttention,
+    ReplayContractViolation,
+    Waiting,
+    classify,
+    refuse_unstorable,
+)
 from durable.engine.replay import RecordedCall, ReplayCursor
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
+from durable.runtime import costs, heartbeat, side_effects, wakes
+from durable.runtime.context import StepContext
 from durable.store import Lease, RunStore
 from durable.store import store as backend_store
 from durable.workflow import Step, Workflow

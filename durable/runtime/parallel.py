@@ -26,8 +26,8 @@ from durable import tracing
 from durable.conf import durable_settings
 from durable.downstream import Downstream
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
-from durable.runtime import costs, side_effects
 from durable.engine.replay import RecordedCall
+from durable.runtime import costs, side_effects
 from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
 
@@ -107,7 +107,7 @@ def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
     ctx._store.record_parallel(ctx._lease, ctx.step, described)
     if pending:
         _make(ctx, pending, results, len(calls))
-    return [_as_asked(call, result) for call, result in zip(calls, results)]
+    return [_as_asked(call, result) for call, result in zip(calls, results, strict=True)]
 
 
 def _as_asked(call: Call | Effect, result: Any) -> Any:

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from durable import metrics
-from durable.runtime import ledger
 from durable.downstream import Downstream, DownstreamOutcome
 from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.ledger import reconciliation_for
-from durable.runtime.heartbeat import lease_kept
 from durable.models import JournalEntry, SideEffect
+from durable.runtime import ledger
+from durable.runtime.heartbeat import lease_kept
 from durable.store import Lease, RunStore
+
 
 @dataclass(frozen=True)
 class Finding:

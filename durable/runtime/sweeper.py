@@ -21,11 +21,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from durable.conf import durable_settings
-from durable.runtime import dispatch, wakes
 from durable.engine.resend import resend_due
 from durable.engine.states import RunStatus
 from durable.models import Run, SweepTurn
 from durable.notifications import sweeper as notifications
+from durable.runtime import dispatch, wakes
 from durable.scope import runs_in_scope, scoped_to
 
 

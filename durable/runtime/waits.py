@@ -24,8 +24,8 @@ from durable.engine.states import RunStatus
 from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
 from durable.errors import Conflict
 from durable.models import Run
-from durable.runtime.fault_points import AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED, AFTER_EVENT_CONSUMED, fault_point
 from durable.runtime import wakes
+from durable.runtime.fault_points import AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED, AFTER_EVENT_CONSUMED, fault_point
 from durable.store import Lease, RunStore
 
 

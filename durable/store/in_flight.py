@@ -31,8 +31,8 @@ import select
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper

@@ -21,15 +21,23 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field
 from django.utils import timezone
 
+import durable.store.in_flight as in_flight
 from durable.conf import durable_settings
 from durable.engine.costs import Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE
 from durable.models import JournalEntry, Run, SideEffect
-import durable.store.in_flight as in_flight
-from durable.store.base import (BEFORE_CLAIM, Lease, ModelCall, Prefetched, ResumePoint, RunStore, claim_fields,
-                                 claimed_lease)
+from durable.store.base import (
+    BEFORE_CLAIM,
+    Lease,
+    ModelCall,
+    Prefetched,
+    ResumePoint,
+    RunStore,
+    claim_fields,
+    claimed_lease,
+)
 from durable.store.rows import RowReader
 from durable.store.statements import run_statement
 

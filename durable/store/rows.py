@@ -37,6 +37,6 @@ class RowReader(Generic[M]):
                 for convert in converters:
                     values[index] = convert(values[index], column, connection)
         instance = self.model.from_db(DEFAULT_DB_ALIAS, self.attnames, values)
-        for name, value in zip(extras, row[count:]):
+        for name, value in zip(extras, row[count:], strict=True):
             setattr(instance, name, value)
         return instance

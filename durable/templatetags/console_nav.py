@@ -7,7 +7,8 @@ from typing import Any
 from django import template
 
 from durable.console import pages
-from durable.console.nav import NavEntry, nav_entries as registered
+from durable.console.nav import NavEntry
+from durable.console.nav import nav_entries as registered
 
 register = template.Library()
 

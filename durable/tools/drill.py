@@ -32,7 +32,15 @@ from durable.models import DrillRecord, OperatorAction, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.runtime.dispatch import drop_queue
 from durable.tools.drill_approvals import DrillApprover
-from durable.tools.drill_counts import ENDED, CellCounts, capabilities_of, crashed_operations, expectation, judge, measure
+from durable.tools.drill_counts import (
+    ENDED,
+    CellCounts,
+    capabilities_of,
+    crashed_operations,
+    expectation,
+    judge,
+    measure,
+)
 from durable.tools.drill_targets import SANDBOX, load_target
 from durable.tools.faults import FAULT_POINTS
 from durable.tools.processes import DRILL_SETTINGS, WorkerProcess, settings_module
@@ -367,7 +375,7 @@ def banner(config: DrillConfig) -> str:
 def table(columns: tuple[tuple[str, int, str], ...], rows: Iterable[Iterable[object]]) -> list[str]:
     """A fixed-width table of (title, minimum width, alignment) columns: the titles, a rule, a line per row."""
     def line(values: Iterable[object]) -> str:
-        return "  ".join(f"{value!s:{align}{width}}" for value, (_, width, align) in zip(values, columns)).rstrip()
+        return "  ".join(f"{value!s:{align}{width}}" for value, (_, width, align) in zip(values, columns, strict=False)).rstrip()
 
     return [line(title for title, _, _ in columns), line("-" * max(width, len(title)) for title, width, _ in columns),
             *(line(row) for row in rows)]

@@ -33,11 +33,24 @@ from durable.engine.states import RunStatus
 from durable.events import send_event
 from durable.models import JournalEntry, OperatorAction, Run, RunEvent
 from durable.runtime.dispatch import drop_queue
-from durable.runtime.fault_points import (AFTER_CHILD_FINISHED, AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED,
-                                          AFTER_EVENT_CONSUMED, FAULT_POINTS, WAIT_FAULT_POINTS)
-from durable.tools.drill import (DRILL_ENV, SETTLED, DrillWorkers, Judged, cancel_unsettled, refuse_sizes_and_points,
-                                 table)
-from durable.tools.drill_waits_workload import CHILD, EVENT, LISTENER, PARENT
+from durable.runtime.fault_points import (
+    AFTER_CHILD_FINISHED,
+    AFTER_CHILD_STARTED,
+    AFTER_CHILDREN_ENDED,
+    AFTER_EVENT_CONSUMED,
+    FAULT_POINTS,
+    WAIT_FAULT_POINTS,
+)
+from durable.tools.drill import (
+    DRILL_ENV,
+    SETTLED,
+    DrillWorkers,
+    Judged,
+    cancel_unsettled,
+    refuse_sizes_and_points,
+    table,
+)
+from durable.tools.drill_waits_workload import EVENT, LISTENER, PARENT
 from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
 
 WORKLOAD = "durable.tools.drill_waits_workload"

@@ -30,16 +30,16 @@ from django.test import override_settings
 from django.utils import timezone
 from kombu import Connection
 
+from durable.engine.ledger import OperationStatus as Op
+from durable.engine.states import RunStatus
+from durable.models import Run, SideEffect
+from durable.tokens import create_token
 from durable.tools.drill import DRILL_ENV, SETTLED, DrillWorkers, cancel_unsettled
 from durable.tools.drill_counts import Expectation, capabilities_of, expectation
 from durable.tools.drill_targets import seed_orders
-from durable.engine.ledger import OperationStatus as Op
-from durable.engine.states import RunStatus
 from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
-from durable.models import Run, SideEffect
 from durable.tools.processes import WebProcess
 from durable.tools.sandbox import SandboxServer
-from durable.tokens import create_token
 from durable.tools.workload import retire, scope_env, tool_account, wait_for_runs
 
 WORKFLOW, VERSION = "claims-agent", 1  # version 1 goes straight through its side effects

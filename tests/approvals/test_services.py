@@ -9,15 +9,15 @@ from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import expire_due
-from durable.errors import Conflict, Forbidden, InvalidInput
 from durable import services
 from durable.engine.approvals import snapshot_hash
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.models import JournalEntry, Run
 from tests.approvals.flow import decide, waiting_claim
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable.claims import advance
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

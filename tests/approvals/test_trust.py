@@ -6,13 +6,12 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from durable.errors import Conflict
 from durable.console.timeline import run_timeline
 from durable.engine.approvals import approvers_needed
 from durable.engine.states import RunStatus
+from durable.errors import Conflict
 from durable.models import Run, SecurityEvent
 from tests.approvals.flow import decide, waiting_claim
-from tests.conftest import make_user
 from tests.durable.claims import advance
 
 pytestmark = pytest.mark.django_db

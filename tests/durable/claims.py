@@ -4,10 +4,10 @@ from __future__ import annotations
 from django.utils import timezone
 
 from durable import services
-from durable.runtime import executor
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
+from durable.runtime import executor
 
 REFUND_MESSAGE = "Hello, order {order_id} arrived broken. I would like a refund please."
 

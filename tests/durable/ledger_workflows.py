@@ -9,11 +9,11 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from durable import RetryPolicy, Workflow, register
-from durable.runtime import side_effects
 from durable.downstream import DownstreamOutcome, get_downstream, register_downstream
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
 from durable.models import Run
+from durable.runtime import side_effects
 
 
 class ProbeDownstream:

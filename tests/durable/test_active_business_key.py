@@ -9,9 +9,9 @@ import pytest
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
-from durable.errors import Conflict
 from durable import OnActiveBusinessKey, Workflow, services
 from durable.engine.states import TERMINAL, RunStatus
+from durable.errors import Conflict
 from durable.models import Checkpoint, Run
 from durable.registry import registry
 from durable.roles import OPERATOR

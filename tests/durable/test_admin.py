@@ -8,8 +8,8 @@ from django.test import Client
 from approvals.models import ApprovalDecision, ApprovalRequest
 from durable.audit import audit
 from durable.models import Checkpoint, DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
-from tests.durable.claims import advance, start_claim
 from tests.audit import operator_actions
+from tests.durable.claims import advance, start_claim
 
 pytestmark = pytest.mark.django_db
 

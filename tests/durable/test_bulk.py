@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from durable.errors import InvalidInput
 from durable import bulk, services
 from durable.engine.states import RunStatus
+from durable.errors import InvalidInput
 from durable.models import Run, SideEffect
 from tests.audit import operator_actions
 from tests.conftest import make_user

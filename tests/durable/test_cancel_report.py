@@ -15,8 +15,8 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import SideEffect
 from durable.roles import OPERATOR
-from tests.audit import operator_actions
 from tests.approvals.flow import waiting_claim
+from tests.audit import operator_actions
 from tests.conftest import api_token, user_with_roles
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import run_in

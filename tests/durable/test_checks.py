@@ -21,18 +21,26 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from durable import checks, downstream
-from durable.checks import (check_approvals, check_call_timeout, check_client_retries, check_crash_settlement,
-                            check_declared_versions, check_drills, check_error_classification,
-                            check_side_effect_keys, check_sweeping)
-from durable.tools.demo import downstreams as demo_downstreams
-from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
-from durable.tools.demo.support_agent import support_agent
-from durable.tools.demo.refund_checks import revalidate_refund
+from durable.checks import (
+    check_approvals,
+    check_call_timeout,
+    check_client_retries,
+    check_crash_settlement,
+    check_declared_versions,
+    check_drills,
+    check_error_classification,
+    check_side_effect_keys,
+    check_sweeping,
+)
 from durable.engine.errors import Classification, classify
 from durable.engine.ledger import Capabilities
-from durable.tools.faults import FAULT_POINTS
 from durable.models import DrillRecord
 from durable.registry import registry
+from durable.tools.demo import downstreams as demo_downstreams
+from durable.tools.demo.claims_agent import claims_agent, claims_agent_v2
+from durable.tools.demo.refund_checks import revalidate_refund
+from durable.tools.demo.support_agent import support_agent
+from durable.tools.faults import FAULT_POINTS
 from durable.workflow import Workflow
 
 payments = demo_downstreams.payments
@@ -206,9 +214,9 @@ def test_an_approval_without_revalidation_or_expiry_is_an_error(step, missing):
 class Adapter:
     """A downstream adapter declaring whatever a test gives it."""
 
-    def __init__(self, capabilities: Capabilities = Capabilities(honours_idempotency_keys=True), **declared: Any):
+    def __init__(self, capabilities: Capabilities | None = None, **declared: Any):
         self.name = "crafted"
-        self.capabilities = capabilities
+        self.capabilities = capabilities or Capabilities(honours_idempotency_keys=True)
         for attribute, value in declared.items():
             setattr(self, attribute, value)
 

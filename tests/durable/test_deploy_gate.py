@@ -14,8 +14,8 @@ from durable import services
 from durable.deploy_gate import blocked_runs
 from durable.engine.states import RunStatus
 from durable.models import Run
-from durable.tools.processes import child_environment
 from durable.registry import registry
+from durable.tools.processes import child_environment
 from tests.durable import version_workflows as vw
 from tests.durable.deploys.steps import NAME as DEPLOYED
 

@@ -14,10 +14,10 @@ from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
 from durable.tools.processes import WorkerProcess
 from tests.approvals.flow import decide
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable.deploys.steps import NAME
 from tests.waiting import status_of, wait_for
-from tests.audit import operator_actions
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -11,10 +11,10 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from durable import metrics, services
-from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.exposition import DatabaseGauges
 from durable.models import Checkpoint, Run
+from durable.runtime import executor
 from tests.approvals.flow import waiting_claim
 from tests.conftest import make_user
 

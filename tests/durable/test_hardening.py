@@ -5,17 +5,13 @@ import re
 import secrets
 import subprocess
 import sys
-import warnings
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
-from django.core.cache.backends.base import CacheKeyWarning
 from django.test import Client
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
 
-from durable.conf import durable_settings
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db

@@ -7,11 +7,11 @@ from celery.signals import setup_logging
 from django.conf import settings
 
 from durable import logs, services
-from durable.runtime import executor
-from durable.project.celery import _use_django_logging
 from durable.logs import FIELDS, JsonFormatter, RunContextFilter, TextFormatter
 from durable.models import SideEffect
+from durable.project.celery import _use_django_logging
 from durable.project.settings import log_format
+from durable.runtime import executor
 from tests.durable.ledger_workflows import probe
 
 

@@ -5,12 +5,12 @@ import pytest
 from django.utils import timezone
 
 from durable import metrics, services
-from durable.runtime import executor
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_STARTED
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.registry import registry
+from durable.runtime import executor
+from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_STARTED
 from reconciliation.services import resolve_operation
 from reconciliation.sweeper import reconcile_stale
 from tests.conftest import make_user

@@ -7,8 +7,8 @@ import pytest
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
-from durable.models import SecurityEvent
 from durable.middleware import RefusalLogMiddleware
+from durable.models import SecurityEvent
 from durable.security import record_refusal
 from tests.conftest import make_user
 from tests.endpoints import assert_one_refusal_logged, refusals_since, security_log_mark

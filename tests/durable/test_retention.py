@@ -10,8 +10,8 @@ from django.utils import timezone
 from durable.audit import audit
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.retention import prune
-from tests.durable.claims import advance, start_claim
 from tests.audit import operator_actions
+from tests.durable.claims import advance, start_claim
 
 pytestmark = pytest.mark.django_db
 

@@ -8,10 +8,10 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from approvals.services import expire_due
 from durable import services
-from durable.runtime import sweeper
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
+from durable.runtime import sweeper
 from durable.tools.workload import retire, scope_env, tool_account
 from reconciliation.sweeper import stale_operations
 from tests.approvals.flow import waiting_claim

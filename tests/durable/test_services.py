@@ -4,14 +4,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from durable.errors import Conflict, InvalidInput
 from durable import services
-from durable.tools.demo.claims_agent import claims_agent_v2 as claims_agent
 from durable.engine.states import TERMINAL, RunStatus
+from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, OperatorAction, Run
+from durable.tools.demo.claims_agent import claims_agent_v2 as claims_agent
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable import workflows
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

@@ -10,12 +10,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from durable.errors import Conflict, Forbidden
 from durable.engine.tokens import PREFIX_LENGTH
+from durable.errors import Conflict, Forbidden
 from durable.models import ApiToken, OperatorAction, SecurityEvent
 from durable.tokens import create_token, revoke_token
-from tests.conftest import make_user, user_with_roles
 from tests.audit import operator_actions
+from tests.conftest import make_user, user_with_roles
 
 pytestmark = pytest.mark.django_db
 RUNS = "/api/runs/"

@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from durable.models import ApiToken
-from tests.conftest import make_user
 from tests.audit import operator_actions
+from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

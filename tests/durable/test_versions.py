@@ -5,17 +5,17 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from durable.errors import Conflict, InvalidInput
 from durable import services, versions
-from durable.runtime import executor
 from durable.checks import unregistered_versions_in_flight
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, JournalEntry, Run
 from durable.registry import registry
+from durable.runtime import executor
 from durable.workflow import Migration
+from tests.audit import operator_actions
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable import version_workflows as vw
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

@@ -12,10 +12,10 @@ from durable import services
 from durable.engine.ledger import OperationStatus
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
+from tests.audit import operator_actions
 from tests.conftest import user_with_roles
 from tests.durable.claims import needs_attention
 from tests.e2e.conftest import log_in, screenshot
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

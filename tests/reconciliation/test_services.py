@@ -1,15 +1,15 @@
 """An operator settles an UNKNOWN operation (invariant 4); the run then continues from its checkpoint."""
 import pytest
 
-from durable.errors import Conflict, InvalidInput
 from durable.engine.ids import canonical_json, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
+from durable.errors import Conflict, InvalidInput
 from durable.models import JournalEntry, SideEffect
 from reconciliation.services import resolve_operation
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable.claims import advance, needs_attention
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

@@ -32,8 +32,17 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from durable.agents.pydantic_ai.bridge import Ask, Session, agent_loop
 from durable.agents.pydantic_ai.errors import durable_error
-from durable.agents.pydantic_ai.records import (MODEL_ACTIVITY, usage_of, Operation, model_call, operation_of, response_of,
-                                                tool_activity, tool_answer, tool_outcome)
+from durable.agents.pydantic_ai.records import (
+    MODEL_ACTIVITY,
+    Operation,
+    model_call,
+    operation_of,
+    response_of,
+    tool_activity,
+    tool_answer,
+    tool_outcome,
+    usage_of,
+)
 from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_retries, tool_catalog_version
 from durable.downstream import Downstream
 from durable.engine.costs import Usage
@@ -181,7 +190,7 @@ class _Visit:
         """The calls the model asked for together: their bodies at once, then the side effects they describe."""
         outcomes = self._together([(tool_activity(ask.payload[1]), self._body(ask)) for ask in asks])
         effects: list[tuple[Ask, SideEffectTool, Operation]] = []
-        for ask, outcome in zip(asks, outcomes):
+        for ask, outcome in zip(asks, outcomes, strict=True):
             name = ask.payload[1]
             declared = self.agent.side_effects.get(name)
             operation = operation_of(outcome)
@@ -222,7 +231,7 @@ class _Visit:
             except OperationConflict:
                 pass  # refused at Prepare, before anything was sent: one by one, so only that one is refused
             else:
-                for (ask, _, _), result in zip(effects, results):
+                for (ask, _, _), result in zip(effects, results, strict=True):
                     ask.give(result)
                 return
         for ask, declared, op in effects:
@@ -258,7 +267,7 @@ class _Visit:
             args = requests.validated_args.get(call.tool_call_id) or call.args_as_dict()
             try:
                 granted = self.ctx.request_approval(
-                    declared.kind, snapshot=lambda: declared.snapshot(args), approve=declared.approve,
+                    declared.kind, snapshot=lambda declared=declared, args=args: declared.snapshot(args), approve=declared.approve,
                     revalidate=declared.revalidate, expires_in=declared.expires_in, on_invalid=declared.on_invalid,
                     on_expiry=declared.on_expiry, approvers=declared.approvers)
             except NonRetryableError as refused:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolReturn
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from durable.engine.errors import NonRetryableError
 

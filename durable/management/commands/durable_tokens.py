@@ -37,7 +37,7 @@ class Command(BaseCommand):
         try:
             row, token = create_token(user=owner, name=name, expires_at=expires_at, source="command")
         except InvalidInput as exc:
-            raise CommandError("; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.errors.items()))
+            raise CommandError("; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.errors.items())) from exc
         self.stderr.write(f"token {row.id} {row.prefix}… for {owner.get_username()}, expires "
                           f"{row.expires_at:%Y-%m-%d %H:%M %Z}; it is printed once, below, and never again:")
         self.stdout.write(token)  # alone on stdout, so a script can capture it

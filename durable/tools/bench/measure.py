@@ -9,8 +9,8 @@ from uuid import UUID
 
 from django.db.models import Max
 
-from durable.tools.bench.compare import percentile
 from durable.models import Checkpoint, Run
+from durable.tools.bench.compare import percentile
 
 
 @dataclass

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import services
-from durable.tools.bench.workflows import registered_once
 from durable.runtime import executor
+from durable.tools.bench.workflows import registered_once
 from durable.tools.workload import delete_runs
 from durable.workflow import Workflow
 

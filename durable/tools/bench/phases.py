@@ -9,8 +9,8 @@ from typing import Any
 from uuid import UUID
 
 from durable.runtime.executor import advance
-from durable.tools.bench.cpu import CpuMeter
 from durable.store import RunStore, store
+from durable.tools.bench.cpu import CpuMeter
 
 PHASES = {
     "claim": "lease claim",

@@ -96,7 +96,7 @@ def measure(kills: int, env: dict[str, str], account: Any, log_dir: Path) -> Rec
                 continue
             pool[slot].kill()
             killed = time.monotonic()
-            _wait(lambda: _token(run_id) > token, f"run {run_id} to be taken over after its worker was killed")
+            _wait(lambda run_id=run_id, token=token: _token(run_id) > token, f"run {run_id} to be taken over after its worker was killed")
             found.seconds.append(time.monotonic() - killed)
             pool[slot].stop()
             pool[slot] = worker(slot).start()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from django.db import connection
 
-
 # The columns of durable_run a seeded run must have (NOT NULL, no database default), in the order the seeds'
 # SELECTs give them: each seed adds its own after these (finished_at, next_attempt_at, ...).
 RUN_COLUMNS = """id, workflow_name, workflow_version, checkpoint_schema_version, tool_catalog_version, prompt_release,

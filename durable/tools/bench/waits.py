@@ -97,7 +97,6 @@ def events(count: int, account: Any, timeout: float) -> WaitsReport:
     """Park `count` runs on an event, then send each its event and wait for it to end, one run at a time."""
     from durable.engine.states import RunStatus
     from durable.events import send_event
-
     from durable.models import RunEvent
 
     run_ids = _park(EVENT_WORKFLOW, [Parked() for _ in range(count)], account, timeout)

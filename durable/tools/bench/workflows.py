@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from durable.tools.bench.downstream import ACTION, downstream
-from durable.registry import registry
 from durable.engine.graph import Route
+from durable.registry import registry
+from durable.tools.bench.downstream import ACTION, downstream
 from durable.workflow import Workflow
 
 

@@ -8,7 +8,6 @@ import httpx
 from durable import Capabilities, Classification, DownstreamOutcome, NonRetryableError, classify, register_downstream
 from durable.conf import durable_settings
 
-
 # httpx never retries requests by itself, and its transport retries only failed connects; 0
 # makes "durable's retry policy is the only one" explicit, and the adapters declare the same.
 CLIENT_RETRIES = 0

@@ -8,7 +8,6 @@ from typing import Any, Protocol, cast
 from durable.conf import durable_settings
 from durable.tools.demo.support_model import ScriptedSupportModel
 
-
 ORDER_ID = re.compile(r"\bORD-\d+\b")
 # What a prompt injection looks like to a model that obeys it, as real models too often do.
 INJECTED_ORDER = re.compile(r"SYSTEM:\s*the order is\s+(ORD-\d+)", re.I)

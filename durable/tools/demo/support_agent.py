@@ -33,11 +33,21 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import (Budget, NonRetryableError, OperationConflict, RetryPolicy, UntrustedOutputRefused, Workflow,
-                     bound_to_run, register)
+from durable import (
+    Budget,
+    NonRetryableError,
+    OperationConflict,
+    RetryPolicy,
+    UntrustedOutputRefused,
+    Workflow,
+    bound_to_run,
+    register,
+)
 from durable.conf import durable_settings
-from durable.tools.demo import downstreams
-from durable.tools.demo import fraud_check  # noqa: F401  registers the child workflow wherever this one is
+from durable.tools.demo import (
+    downstreams,
+    fraud_check,  # noqa: F401  registers the child workflow wherever this one is
+)
 from durable.tools.demo.llm import support_model
 from durable.tools.demo.refund_checks import refund_approvers, refund_facts, refund_to_approve, revalidate_refund
 from durable.tools.demo.support_model import SYSTEM_PROMPT, TOOLS, assistant_message, digest, reported_usage
@@ -127,7 +137,7 @@ def act(ctx: Any, state: SupportState) -> SupportState:
                         if verdict["risk"] != "low":
                             raise ToolError(f"the fraud check held the refund: {verdict['reason']}")
                     approved = ctx.request_approval(
-                        "refund", snapshot=lambda: refund_facts(order_id), approve=refund_to_approve,
+                        "refund", snapshot=lambda order_id=order_id: refund_facts(order_id), approve=refund_to_approve,
                         revalidate=revalidate_refund, expires_in=timedelta(days=3), on_invalid="ask_again",
                         on_expiry="fail", approvers=refund_approvers)["object"]
                     # Exactly what was approved, to the order approved: nothing of it from the model.
@@ -230,7 +240,7 @@ def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) ->
             allowed.append(n)
     results = ctx.parallel(*(ctx.call(f"tools.{_name(calls[n])}", LOOKUPS[_name(calls[n])], state.order_id)
                              for n in allowed)) if allowed else []
-    for n, result in zip(allowed, results):
+    for n, result in zip(allowed, results, strict=True):
         answers[n] = result
         if _name(calls[n]) == "lookup_order":
             state.order = result
@@ -270,7 +280,7 @@ def _sent_together(ctx: Any, state: SupportState, emails: dict[int, Any], answer
     if not emails:
         return {}
     try:
-        return dict(zip(emails, ctx.parallel(*emails.values())))
+        return dict(zip(emails, ctx.parallel(*emails.values()), strict=True))
     except OperationConflict:
         sent = {}
         for n, email in emails.items():

@@ -22,10 +22,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 from pydantic_ai import Agent, RunContext, ToolFailed
-from pydantic_ai.messages import (ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, RetryPromptPart,
-                                  SystemPromptPart, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import UsageLimits

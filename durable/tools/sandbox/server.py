@@ -8,9 +8,10 @@ import socketserver
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from durable.tools.demo.support_model import ScriptedSupportModel, assistant_message
@@ -290,7 +291,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
     server_version = "DurableSandbox/1.0"
     # Headers and body go out in two writes; with Nagle on, the second waits for a delayed ACK (~40 ms).
     disable_nagle_algorithm = True
-    server: "_SandboxHTTPServer"
+    server: _SandboxHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
         # Silence per-request stderr lines: they would drown test output and the demo console.
@@ -440,7 +441,7 @@ class SandboxServer:
         self._httpd: _SandboxHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "SandboxServer":
+    def start(self) -> SandboxServer:
         """Bind the socket and serve in a daemon thread; returns self for chaining."""
         if self._httpd is not None:
             raise RuntimeError("sandbox server already started")
@@ -475,7 +476,7 @@ class SandboxServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> "SandboxServer":
+    def __enter__(self) -> SandboxServer:
         if self._httpd is None:
             self.start()
         return self

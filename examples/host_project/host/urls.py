@@ -1,9 +1,9 @@
 """The host's URLs: its own home page, its admin, and durable's console and API under /ops/."""
 from django.contrib import admin
 from django.urls import include, path
+from shop.views import home
 
 from durable.exposition import metrics_page
-from shop.views import home
 
 urlpatterns = [
     path("", home, name="home"),

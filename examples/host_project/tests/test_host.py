@@ -151,8 +151,9 @@ def test_a_notice_whose_answer_was_lost_is_settled_in_the_console_and_the_run_go
 
 
 def test_the_hosts_celery_app_finds_durables_tasks_and_needs_no_beat():
-    from durable.checks import something_sweeps
     from host.celery import app
+
+    from durable.checks import something_sweeps
 
     app.loader.import_default_modules()  # what a worker does at start: autodiscover_tasks() runs here
     assert {"durable.advance_run", "durable.sweep"} <= set(app.tasks)
@@ -165,11 +166,10 @@ def test_a_service_calls_the_api_with_a_token_made_by_the_command_and_a_revoked_
     from io import StringIO
 
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
     from django.core.management import call_command
 
     from durable.models import ApiToken
-
-    from django.contrib.auth.models import Group
 
     intake = get_user_model().objects.create_user("intake", password="pw-intake-long-enough")
     intake.groups.add(Group.objects.get(name=OPERATOR))

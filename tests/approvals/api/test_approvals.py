@@ -7,8 +7,8 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from tests.approvals.flow import waiting_claim
-from tests.conftest import assert_unauthenticated, make_user
 from tests.audit import operator_actions
+from tests.conftest import assert_unauthenticated, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 from approvals import views
 from approvals.models import ApprovalDecision, ApprovalRequest
 from tests.approvals.flow import decide, waiting_claim
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable.claims import advance
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

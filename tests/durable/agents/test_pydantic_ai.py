@@ -14,8 +14,8 @@ from approvals.models import ApprovalRequest
 from durable import services
 from durable.agents.pydantic_ai import MODEL_ACTIVITY, usage_of
 from durable.engine.ledger import OperationStatus as Op
-from durable.errors import Conflict
 from durable.engine.states import RunStatus
+from durable.errors import Conflict
 from durable.models import JournalEntry, Run, SideEffect
 from durable.registry import registry
 from durable.runtime.fault_points import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS

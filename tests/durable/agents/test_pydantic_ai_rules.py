@@ -12,8 +12,15 @@ from types import SimpleNamespace
 import pytest
 from django.conf import settings
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import (ContentFilterError, ModelAuthenticationError, ModelHTTPError,
-                                    ModelQuotaExceededError, ModelRateLimitError, ModelServerError, UsageLimitExceeded)
+from pydantic_ai.exceptions import (
+    ContentFilterError,
+    ModelAuthenticationError,
+    ModelHTTPError,
+    ModelQuotaExceededError,
+    ModelRateLimitError,
+    ModelServerError,
+    UsageLimitExceeded,
+)
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 

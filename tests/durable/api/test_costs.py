@@ -9,8 +9,8 @@ from rest_framework.test import APIClient
 
 from durable.engine.states import RunStatus
 from durable.models import Run
-from tests.audit import operator_actions
 from durable.roles import OPERATOR
+from tests.audit import operator_actions
 from tests.conftest import api_token, make_user, user_with_roles
 from tests.durable.api.test_runs import run_in
 from tests.durable.cost_workflows import stopped_by_budget

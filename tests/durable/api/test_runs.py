@@ -6,10 +6,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from durable import services
-from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS
+from durable.runtime import executor
 from tests.audit import operator_actions
 from tests.conftest import ALL_RUN_PERMS, api_token, assert_unauthenticated, make_user
 

@@ -1,11 +1,11 @@
 """New runs start on a workflow's current version (DESIGN invariant 12): the attack that skipped an approval."""
 import pytest
 
-from durable.errors import Forbidden, InvalidInput
 from durable import services
+from durable.errors import Forbidden, InvalidInput
 from durable.models import Run
-from tests.conftest import client_for, make_user
 from tests.audit import operator_actions
+from tests.conftest import client_for, make_user
 from tests.endpoints import assert_one_refusal_logged, security_log_mark
 
 pytestmark = pytest.mark.django_db

@@ -12,13 +12,13 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.utils.html import strip_tags
 
-from durable.audit import audit
 from durable import services
+from durable.audit import audit
 from durable.engine.states import RunStatus
 from durable.models import OperatorAction, Run
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable.console.screens import HTMX, client_for
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -226,7 +226,7 @@ def test_the_export_is_a_csv_attachment_with_a_header_row_and_every_action(audit
     assert response["Content-Disposition"].startswith('attachment; filename="audit-trail-')
     lines = exported(response)
     assert lines[0] == HEADER and len(lines) == 4
-    resolution = dict(zip(HEADER, lines[1]))
+    resolution = dict(zip(HEADER, lines[1], strict=True))
     assert resolution["actor"] == "bob" and resolution["action"] == "resolve_operation"
     assert resolution["run"] == str(trail["retried"].id) and resolution["operation_id"] == OPERATION
     assert (resolution["status_before"], resolution["status_after"], resolution["source"]) == (
@@ -237,7 +237,7 @@ def test_the_export_is_a_csv_attachment_with_a_header_row_and_every_action(audit
 
 def test_a_reason_that_looks_like_a_formula_is_exported_as_text(auditor, trail):
     lines = exported(auditor.get(export_url(action="resolve_operation")))
-    assert dict(zip(HEADER, lines[1]))["reason"] == "'=seen in the outbox"
+    assert dict(zip(HEADER, lines[1], strict=True))["reason"] == "'=seen in the outbox"
 
 
 def test_every_field_is_quoted_and_a_formula_after_a_separator_is_inert(auditor, trail):
@@ -250,9 +250,9 @@ def test_every_field_is_quoted_and_a_formula_after_a_separator_is_inert(auditor,
 
 def test_the_export_honours_the_filters(auditor, trail):
     lines = exported(auditor.get(export_url(actor="alice")))
-    assert len(lines) == 2 and dict(zip(HEADER, lines[1]))["reason"] == "duplicate order"
+    assert len(lines) == 2 and dict(zip(HEADER, lines[1], strict=True))["reason"] == "duplicate order"
     lines = exported(auditor.get(export_url(run=trail["retried"].id, source="api")))
-    assert [dict(zip(HEADER, line))["action"] for line in lines[1:]] == ["retry"]
+    assert [dict(zip(HEADER, line, strict=True))["action"] for line in lines[1:]] == ["retry"]
 
 
 def test_the_export_holds_every_matching_action_not_one_page(auditor, many_actions):

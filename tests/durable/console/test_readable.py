@@ -4,10 +4,10 @@ from __future__ import annotations
 import html
 import json
 import zoneinfo
-from importlib import import_module
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from importlib import import_module
 
 import pytest
 from django import forms
@@ -19,11 +19,11 @@ from django.utils.html import strip_tags
 
 from approvals.models import ApprovalRequest
 from durable import services
-from durable.runtime import executor
 from durable.console.timeline import Entry, EntryKind, with_gaps
 from durable.engine.states import RunStatus
 from durable.labels import LabelledForm, label_for
 from durable.models import OperatorPreferences, Run
+from durable.runtime import executor
 from durable.templatetags.console_json import json_block
 from durable.templatetags.console_time import duration, relative, render_when
 from tests.approvals.flow import waiting_claim

@@ -7,9 +7,9 @@ from django.urls import reverse
 from django.utils.html import strip_tags
 
 from durable import services
-from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.permissions import CONTENTS_PERMISSIONS
+from durable.runtime import executor
 from tests.approvals.flow import decide, waiting_claim
 from tests.conftest import make_user
 from tests.durable.claims import advance, needs_attention

@@ -2,11 +2,11 @@
 import pytest
 
 from durable import services, versions
-from durable.runtime import executor
 from durable.console.timeline import EntryKind, run_timeline
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, Run
 from durable.registry import registry
+from durable.runtime import executor
 from tests.approvals.flow import decide, waiting_claim
 from tests.conftest import make_user
 from tests.durable import version_workflows as vw

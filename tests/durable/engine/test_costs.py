@@ -7,8 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from durable import Budget, Usage
-from durable.engine.costs import (MAX_TOKENS, BudgetExhausted, PricedUsage, PriceTable, Spending, decimal_text,
-                                  read_usage)
+from durable.engine.costs import (
+    MAX_TOKENS,
+    BudgetExhausted,
+    PricedUsage,
+    PriceTable,
+    Spending,
+    decimal_text,
+    read_usage,
+)
 
 TABLE = PriceTable.parse({"gpt-4o-mini": {"input": "0.15", "output": "0.60"},
                           "gpt-4o": {"input": "2.50", "output": "10"}})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -43,6 +43,6 @@ def test_the_backoff_doubles_up_to_its_cap():
 
 
 def test_the_digest_window_is_aligned_to_the_clock():
-    at = datetime(2026, 12, 4, 17, 40, 12, tzinfo=timezone.utc)
-    assert window_start(at, 900) == datetime(2026, 12, 4, 17, 30, tzinfo=timezone.utc)
-    assert window_start(at, 3600) == datetime(2026, 12, 4, 17, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 12, 4, 17, 40, 12, tzinfo=UTC)
+    assert window_start(at, 900) == datetime(2026, 12, 4, 17, 30, tzinfo=UTC)
+    assert window_start(at, 3600) == datetime(2026, 12, 4, 17, 0, tzinfo=UTC)

@@ -1,9 +1,9 @@
 """Re-sending waiting runs: soon after a lost message, with ever longer gaps into a backlog."""
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from durable.engine.resend import resend_due
 
-T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 GRACE = timedelta(seconds=10)
 
 

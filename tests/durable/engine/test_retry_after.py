@@ -1,5 +1,5 @@
 """A downstream's Retry-After sets the earliest next attempt, capped by the policy's maximum (item 19)."""
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from durable.engine.errors import Classification, RetryableError, classify, parse_retry_after, retry_after_of
 from durable.engine.retry import RetryPolicy
 
-NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
 
 class Answer:

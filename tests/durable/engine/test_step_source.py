@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from durable.engine.step_source import Call, SIDE_EFFECT, read_step
+from durable.engine.step_source import SIDE_EFFECT, Call, read_step
 
 payments: Any = None
 

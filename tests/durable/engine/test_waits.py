@@ -1,11 +1,11 @@
 """What a parked run waits for, as the run records it; event names; the key a child run starts once by."""
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from durable.engine.waits import Event, WaitingFor, WaitKind, check_event_name, child_start_key
 
-UNTIL = datetime(2026, 12, 8, 9, 30, tzinfo=timezone.utc)
+UNTIL = datetime(2026, 12, 8, 9, 30, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("name", ["reply", "customer_reply", "order.shipped", "stripe:charge.refunded", "a-1"])

@@ -11,12 +11,12 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from approvals.services import expire_due, warn_expiring
 from durable import services
-from durable.runtime import executor
 from durable.engine.errors import LeaseLost
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import NotificationEvent, Run, SideEffect
+from durable.runtime import executor
 from durable.store import store
 from durable.tools.faults import AFTER_STARTED
 from reconciliation.sweeper import reconcile_stale

@@ -5,9 +5,9 @@ import pytest
 from django.utils import timezone
 
 from durable import services
-from durable.runtime import executor
 from durable.engine.states import RunStatus
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.runtime import executor
 from tests.durable import workflows
 from tests.durable.claims import advance
 from tests.durable.workflows import calls_in

@@ -15,15 +15,15 @@ from django.test import override_settings
 from django.utils import timezone
 
 from durable import services
-from durable.runtime import dispatch
 from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
-from durable.runtime.heartbeat import Heartbeat, kept_alive, lease_kept
 from durable.models import JournalEntry, Run
+from durable.runtime import dispatch
+from durable.runtime.heartbeat import Heartbeat, kept_alive, lease_kept
+from durable.runtime.sweeper import sweep
+from durable.store import store
 from durable.tools.processes import WorkerProcess
 from durable.tools.sandbox import SandboxServer
-from durable.store import store
-from durable.runtime.sweeper import sweep
 from tests.waiting import status_of, wait_for
 
 # -- the heartbeat, in this process ---------------------------------------------------

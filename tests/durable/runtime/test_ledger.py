@@ -6,15 +6,15 @@ import pytest
 from django.db import connection
 
 from durable import NonRetryableError, services
-from durable.runtime import executor, ledger, side_effects
 from durable.downstream import REPAIRED, DownstreamOutcome
 from durable.engine.errors import LeaseLost, OperationConflict
 from durable.engine.ids import canonical_json, request_hash, sha256_hex
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.tools.faults import AFTER_COMMIT, AFTER_PREPARE
 from durable.models import JournalEntry, SideEffect
+from durable.runtime import executor, ledger, side_effects
 from durable.store import store
+from durable.tools.faults import AFTER_COMMIT, AFTER_PREPARE
 from tests.durable.ledger_workflows import crash_at, expire_lease, make_retry_due, probe
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from durable import services, versions
 from durable.console.timeline import run_timeline
 from durable.deploy_gate import blocked_runs
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry, Run
+from durable.models import Run
 from durable.registry import registry
 from tests.durable import graph_workflows as gw
 from tests.durable.claims import advance

@@ -10,17 +10,17 @@ import pytest
 from django.utils import timezone
 
 from durable import services, tasks
-from durable.runtime import executor, sweeper
 from durable.downstream import REPAIRED, DownstreamOutcome
-from durable.tools.demo.downstreams import NotificationsAdapter, TicketsAdapter
 from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED
 from durable.models import JournalEntry, Run, SideEffect
+from durable.runtime import executor, sweeper
+from durable.tools.demo.downstreams import NotificationsAdapter, TicketsAdapter
+from durable.tools.faults import AFTER_DOWNSTREAM, AFTER_STARTED
 from reconciliation.sweeper import reconcile_stale
-from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, make_retry_due, probe
 from tests.durable.claims import advance, start_claim
+from tests.durable.ledger_workflows import SimulatedCrash, crash_at, expire_lease, make_retry_due, probe
 
 pytestmark = pytest.mark.django_db
 
@@ -381,8 +381,8 @@ def test_a_failed_lookup_does_not_stop_the_periodic_sweep_from_resending_runs(de
 def test_retries_exhausted_on_an_ambiguous_refund_leave_it_unknown_never_failed(sandbox, settings):
     # payments drops the connection after refunding, every time: the run gives up, but the
     # refund may have happened (it did, once), so the operation must be UNKNOWN, not failed.
-    from durable.runtime import executor
     from durable.models import Run
+    from durable.runtime import executor
 
     sandbox.state.arm_fault("payments", "drop_after_success", 10)
     run, _ = services.start_run(workflow="claims-agent", version=1, business_key="ORD-1001", input={

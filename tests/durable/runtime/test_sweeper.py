@@ -7,12 +7,11 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from durable import services
-from durable import tasks
-from durable.runtime import dispatch, sweeper
-from durable.runtime.worker import PRUNE_TASK, worker_period
+from durable import services, tasks
 from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run, SweepTurn
+from durable.runtime import dispatch, sweeper
+from durable.runtime.worker import PRUNE_TASK, worker_period
 
 pytestmark = pytest.mark.django_db
 

@@ -20,8 +20,12 @@ from durable.engine.states import RunStatus
 from durable.errors import Conflict
 from durable.models import JournalEntry, Run, RunEvent, SweepTurn
 from durable.runtime.dispatch import drop_queue
-from durable.runtime.fault_points import (AFTER_CHILD_FINISHED, AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED,
-                                          AFTER_EVENT_CONSUMED)
+from durable.runtime.fault_points import (
+    AFTER_CHILD_FINISHED,
+    AFTER_CHILD_STARTED,
+    AFTER_CHILDREN_ENDED,
+    AFTER_EVENT_CONSUMED,
+)
 from durable.runtime.waits import WAIT_FOR_EVENT
 from durable.tools.processes import WorkerProcess
 from tests.conftest import user_with_roles

@@ -7,9 +7,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from durable import services
-from durable.runtime import dispatch
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Process, Run
+from durable.runtime import dispatch
 from durable.tools.processes import WorkerProcess
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.workflows import calls_in
@@ -37,7 +37,7 @@ def test_a_claims_run_started_through_the_api_completes_on_a_worker(session_work
 def test_a_retryable_failure_is_retried_by_the_worker_after_its_backoff(session_worker, calls_file):
     run, _ = services.start_run(workflow="test-counting", business_key="r",
                                 input={"calls_file": calls_file, "fail_times": 2})
-    wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what="the run to succeed after two retries")
+    wait_for(lambda run=run: status_of(run.id) == RunStatus.SUCCEEDED, what="the run to succeed after two retries")
     assert calls_in(calls_file) == ["a1", "a2", "fail-1", "fail-2", "a3", "a4"]
     assert JournalEntry.objects.filter(run=run, kind="retry_scheduled").count() == 2
 
@@ -62,7 +62,7 @@ def test_sigkill_mid_step_resumes_from_the_last_checkpoint_without_repeating_act
 
     # A fresh worker with beat: nobody re-sends the run by hand; the sweeper finds the expired lease.
     with WorkerProcess(env=fast_lease, beat=True, log_path=worker_log_dir / "rescuer.log", name="rescuer"):
-        wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what="the rescued run to succeed")
+        wait_for(lambda run=run: status_of(run.id) == RunStatus.SUCCEEDED, what="the rescued run to succeed")
 
     run.refresh_from_db()
     assert calls_in(calls_file) == ["a1", "a2", "a3", "a4"]  # a2 was replayed from the journal, not called again
@@ -86,7 +86,7 @@ def test_a_run_of_a_killed_worker_is_resumed_by_another_worker_with_default_sett
             doomed.kill()
             hold.unlink()
             # Liveness only, generously bounded: durable_bench --kill measures how soon (docs/benchmarks.md).
-            wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, timeout=60,
+            wait_for(lambda run=run: status_of(run.id) == RunStatus.SUCCEEDED, timeout=60,
                      what="another worker to resume the killed worker's run")
     finally:
         doomed.stop()
@@ -117,7 +117,7 @@ def test_duplicate_deliveries_to_two_workers_run_each_step_once(own_queue, tmp_p
     with WorkerProcess(log_path=worker_log_dir / "dup-a.log", name="dup-a"), \
             WorkerProcess(log_path=worker_log_dir / "dup-b.log", name="dup-b"):
         for run, _ in runs:
-            wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
+            wait_for(lambda run=run: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
     for run, calls in runs:
         assert Counter(calls_in(calls)) == {"a1": 1, "a2": 1, "a3": 1, "a4": 1}
         assert run.checkpoints.count() == 4
@@ -144,7 +144,7 @@ def test_two_workers_with_every_message_delivered_twice_make_each_effect_and_che
         runs = [services.start_run(workflow="claims-agent", version=1, business_key=order_id, input={
             "order_id": order_id, "customer_message": f"Refund {order_id} please, it broke"}, allow_older_version=True)[0] for order_id in orders]
         for run in runs:
-            wait_for(lambda: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
+            wait_for(lambda run=run: status_of(run.id) == RunStatus.SUCCEEDED, what=f"run {run.id} to succeed")
     counts = sandbox.state.calls_snapshot()
     for run in runs:
         operations = list(run.side_effects.values_list("operation_id", "downstream"))

@@ -7,9 +7,9 @@ refused (its lease was taken) writes nothing more and calls nothing. No timing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 from unittest.mock import patch
 
 import pytest
@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from durable import OnActiveBusinessKey, Workflow, register, services
 from durable.engine.errors import LeaseLost
-from durable.runtime.executor import advance
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.runtime.executor import advance
 from durable.store import in_flight, store
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a thief's update must commit, as on a real database

@@ -7,13 +7,13 @@ from django.db import connection
 from django.utils import timezone
 
 from durable import services
-from durable.runtime import executor
-from durable.tools.bench.commits import count_commits
 from durable.engine.errors import LeaseLost
-from durable.engine.states import RunStatus
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.runtime import executor
 from durable.store import store
+from durable.tools.bench.commits import count_commits
 
 
 @pytest.mark.django_db(transaction=True)

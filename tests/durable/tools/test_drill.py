@@ -12,21 +12,21 @@ from io import StringIO
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.utils import timezone
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
+from approvals.models import ApprovalRequest
 from durable import services
-from durable.tools import drill
-from durable.tools.drill import Cell, CellResult, DrillConfig, DrillResult, format_matrix, run_drill
-from durable.tools.drill_counts import CellCounts, Expectation, expectation, judge
 from durable.engine.ledger import Capabilities
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
-from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
-from approvals.models import ApprovalRequest
 from durable.models import DrillRecord, JournalEntry, OperatorAction, Run, SideEffect
 from durable.registry import registry
+from durable.tools import drill
+from durable.tools.drill import Cell, CellResult, DrillConfig, DrillResult, format_matrix, run_drill
+from durable.tools.drill_counts import CellCounts, Expectation, expectation, judge
+from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, FAULT_POINTS
 from tests.approvals.flow import waiting_claim
 from tests.durable.metered import counting
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from durable.tools import scaleout
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
+from durable.tools import scaleout
 from durable.tools.faults import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED
 
 CI_RUNS = 100

@@ -1,8 +1,8 @@
 """The traces' launch checks: DURABLE_OTEL asked for where OpenTelemetry is missing (a warning: the project runs,
 untraced), and a trace URL without the trace's id (an error: every run page would link the same page)."""
+import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-import pytest
 
 from durable.tracing.checks import check_trace_url, check_traces
 

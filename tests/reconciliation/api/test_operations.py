@@ -11,9 +11,9 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS
+from tests.audit import operator_actions
 from tests.conftest import ALL_RUN_PERMS, make_user
 from tests.durable.claims import advance, needs_attention
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 
@@ -189,7 +189,7 @@ def test_of_two_resolutions_at_once_only_one_wins_and_the_other_gets_409(demo, s
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=resolve_as, args=pair) for pair in zip(operators, bodies)]
+    threads = [threading.Thread(target=resolve_as, args=pair) for pair in zip(operators, bodies, strict=True)]
     for thread in threads:
         thread.start()
     for thread in threads:

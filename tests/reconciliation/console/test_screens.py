@@ -12,12 +12,12 @@ from durable.conf import durable_settings
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.models import SideEffect
-from reconciliation.services import resolve_operation
 from durable.permissions import CONTENTS_PERMISSIONS
+from reconciliation.services import resolve_operation
+from tests.audit import operator_actions
 from tests.conftest import make_user
 from tests.durable.claims import needs_attention
 from tests.durable.console.screens import HTMX, client_for
-from tests.audit import operator_actions
 
 pytestmark = pytest.mark.django_db
 

@@ -20,22 +20,21 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from durable.conf import durable_settings
 from durable import services
+from durable.conf import durable_settings
+from durable.engine.states import RunStatus
+from durable.models import Run
 from durable.runtime import dispatch
-from durable.tools.bench import compare
+from durable.tools.bench import compare, wakeup
 from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
 from durable.tools.bench.measure import BenchResult, measure, run_table_updates, step_intervals_ms
 from durable.tools.bench.peers import RUNNERS, Workload, run_peer
 from durable.tools.bench.phases import PhaseReport, time_phases
-from durable.tools.bench import wakeup
 from durable.tools.bench.wakeup import Wakeups
 from durable.tools.bench.workflows import bench_workflow, visits_per_run
-from durable.engine.states import RunStatus
-from durable.models import Run
 from durable.tools.processes import WorkerProcess, database_url
-from durable.workflow import Workflow
 from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
+from durable.workflow import Workflow
 
 HOW_MEASURED = """\
   steps/s: the workload's steps / wall time from the first workflow started to the last finished

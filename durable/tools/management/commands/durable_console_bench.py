@@ -14,8 +14,8 @@ from django.test.utils import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from durable.tools.bench import console, parked
 from durable.roles import VIEWER, ensure_roles
+from durable.tools.bench import console, parked
 
 BUDGET_MS = 100.0
 BENCH_USER = "bench-console-viewer"

@@ -9,9 +9,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from durable.tools.bench import retention as bench
 from durable.models import Checkpoint, JournalEntry
 from durable.retention import prune
+from durable.tools.bench import retention as bench
 
 
 class Command(BaseCommand):

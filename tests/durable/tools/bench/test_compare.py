@@ -4,8 +4,20 @@ from __future__ import annotations
 import pytest
 
 from durable.tools.bench.compare import (
-    DBOS, DURABLE, FLOOR, LANGGRAPH, NOT_INSTALLED, SystemResult, comparison_table, from_intervals, goal_lines,
-    median_result, parse_workers_list, percentile, ratio, scaling_table,
+    DBOS,
+    DURABLE,
+    FLOOR,
+    LANGGRAPH,
+    NOT_INSTALLED,
+    SystemResult,
+    comparison_table,
+    from_intervals,
+    goal_lines,
+    median_result,
+    parse_workers_list,
+    percentile,
+    ratio,
+    scaling_table,
 )
 from durable.tools.bench.peers import StepClock, Workload
 

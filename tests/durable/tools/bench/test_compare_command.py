@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from durable.tools.bench.compare import DBOS, DURABLE_IN_PROCESS, FLOOR, LANGGRAPH, NOT_INSTALLED
 from durable.models import Run
+from durable.tools.bench.compare import DBOS, DURABLE_IN_PROCESS, FLOOR, LANGGRAPH, NOT_INSTALLED
 
 pytestmark = pytest.mark.worker
 NUMBER = r"\d+\.\d+"

@@ -1,8 +1,8 @@
 """The benchmark's in-process downstream keeps the promise it declares: one outcome per key."""
 from __future__ import annotations
 
-from durable.tools.bench.downstream import InProcessDownstream
 from durable.checks import check_client_retries, check_crash_settlement, check_error_classification
+from durable.tools.bench.downstream import InProcessDownstream
 
 
 def test_a_repeated_idempotency_key_gets_the_first_outcome_back():

@@ -8,10 +8,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from durable import services
-from durable.tools.bench.phases import PHASES, time_phases
-from durable.tools.bench.workflows import bench_workflow
 from durable.engine.states import RunStatus
 from durable.models import Run
+from durable.tools.bench.phases import PHASES, time_phases
+from durable.tools.bench.workflows import bench_workflow
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,8 +7,8 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from durable import services
-from durable.console.timeline import run_timeline
 from durable.agents.pydantic_ai import MODEL_ACTIVITY
+from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.tools.demo import support_agent_pydantic_ai as twin
@@ -18,7 +18,15 @@ from tests.approvals.flow import decide
 from tests.durable.claims import advance, make_retry_due
 from tests.durable.ledger_workflows import SimulatedCrash, expire_lease
 from tests.durable.tools.demo.test_support_agent import (  # noqa: F401  (ann, model_calls: fixtures)
-    FAST_LEASE, INJECTION, QUESTION, REFUND, Script, ann, effects, model_calls)
+    FAST_LEASE,
+    INJECTION,
+    QUESTION,
+    REFUND,
+    Script,
+    ann,
+    effects,
+    model_calls,
+)
 from tests.waiting import status_of, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

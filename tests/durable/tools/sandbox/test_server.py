@@ -498,7 +498,7 @@ def test_llm_endpoint_answers_a_tool_calling_request_with_tool_calls_then_an_ans
     assert calls == [("lookup_order", {"order_id": "ORD-1004"}), ("past_tickets", {"order_id": "ORD-1004"})]
     messages.append(asked.message.model_dump(exclude_none=True))
     messages += [{"role": "tool", "tool_call_id": c.id, "content": json.dumps(answer)} for c, answer in zip(
-        asked.message.tool_calls, [server.state.get_order("ORD-1004"), {"customer": "Barbara Liskov", "tickets": []}])]
+        asked.message.tool_calls, [server.state.get_order("ORD-1004"), {"customer": "Barbara Liskov", "tickets": []}], strict=True)]
     answered = llm.chat.completions.create(model="m", messages=messages, tools=TOOLS).choices[0]
     assert answered.finish_reason == "stop" and not answered.message.tool_calls
     assert answered.message.content.startswith("Your order ORD-1004 (89.90 EUR) is shipped.")
