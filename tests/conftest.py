@@ -131,7 +131,7 @@ def session_worker(django_db_setup, django_db_blocker, sandbox_server, worker_lo
     with django_db_blocker.unblock():
         # It lives through every test: its sweeper thread would re-send other tests' runs to its queue.
         worker = WorkerProcess(env={"DURABLE_LEASE_SECONDS": "5", "DURABLE_WORKER_SWEEPS": "false"},
-                               log_path=worker_log_dir / "session.log")
+                               log_path=worker_log_dir / f"session-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log")
         worker.start()
     yield worker
     worker.stop()

@@ -420,7 +420,9 @@ def test_stop_wakes_hanging_requests_promptly() -> None:
 
     thread = threading.Thread(target=hang)
     thread.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while server.state.faults_snapshot().get("orders") and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the request took its fault: it hangs on the server now
     started = time.monotonic()
     server.stop()
     thread.join(timeout=5)
