@@ -203,7 +203,7 @@ def test_the_layering_checks_see_what_they_forbid(tmp_path):
 
 
 
-# The one door for a run's state (invariant 20): only the store (the worker, under its lease) and the transitions
+# The one door for a run's state: only the store (the worker, under its lease) and the transitions
 # module change a run's status or create its checkpoints; everyone else asks them.
 THE_DOOR = ("durable.store", "durable.runtime.transitions")
 CREATES = frozenset({"create", "bulk_create", "get_or_create", "update_or_create"})

@@ -73,8 +73,8 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 
 
 class IllegalTransition(DurableError):
-    """A move the state table does not allow (invariant 20): a mistake in the code that asked for it, never a race
-    lost (a run that changed meanwhile is the caller's conflict to report)."""
+    """A move the state table does not allow (docs/operations.md, "The state table and its one door"): a mistake
+    in the code that asked for it, never a race lost (a run that changed meanwhile is the caller's conflict)."""
 
     def __init__(self, current: RunStatus | str, target: RunStatus | str) -> None:
         allowed = ", ".join(sorted(TRANSITIONS[RunStatus(current)])) or "nothing: it has ended"

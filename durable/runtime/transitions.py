@@ -1,4 +1,5 @@
-"""The one door for a run's state outside the worker's lease (invariant 20; docs/operations.md, "The state table").
+"""The one door for a run's state outside the worker's lease (docs/operations.md, "The state table and its one
+door").
 
 The worker's own moves, out of RUNNING under its lease, are the run store's (durable/store/). Every other move of
 a run's status is made here: a run started with its first checkpoint, woken (a timer, an event, a child's end, a
@@ -78,8 +79,9 @@ def migrate(run_id: UUID | str, *, seq: int, from_version: int, to_version: int,
     if not move(run_id, RunStatus.PENDING, sources={RunStatus.BLOCKED_VERSION}, where=Q(checkpoint_seq=seq),
                 current_step=next_step, checkpoint_seq=seq + 1, updated_at=now, enqueued_at=now, **fields):
         return False
-    Checkpoint.objects.create(run_id=run_id, seq=seq + 1, step=f"{MIGRATION_CHECKPOINT_PREFIX}{from_version}->v{to_version}",
-                              next_step=next_step, state=state, state_schema_version=schema_version, created_at=now)
+    step = f"{MIGRATION_CHECKPOINT_PREFIX}{from_version}->v{to_version}"
+    Checkpoint.objects.create(run_id=run_id, seq=seq + 1, step=step, next_step=next_step, state=state,
+                              state_schema_version=schema_version, created_at=now)
     return True
 
 

@@ -1,4 +1,4 @@
-"""The one door for a run's state (durable/runtime/transitions.py, invariant 20): every move outside the worker's
+"""The one door for a run's state (durable/runtime/transitions.py): every move outside the worker's
 lease is checked against the state table, is one conditional UPDATE, and sends a run made PENDING after commit."""
 from __future__ import annotations
 
@@ -57,8 +57,7 @@ def test_a_move_the_table_forbids_raises_and_changes_nothing(sent, django_captur
     assert row_of(run) == before and sent == []
 
 
-def test_a_move_the_table_allows_from_a_status_the_run_left_meanwhile_moves_nothing(sent,
-                                                                                     django_capture_on_commit_callbacks):
+def test_a_move_from_a_status_the_run_left_meanwhile_moves_nothing(sent, django_capture_on_commit_callbacks):
     run = new_run()
     with django_capture_on_commit_callbacks(execute=True):
         assert transitions.move(run.id, RunStatus.PENDING, sources={RunStatus.WAITING}) is False

@@ -1,6 +1,6 @@
 """Random sequences of operator and worker actions against one run, through the real store, transitions module and
 services on the test database: every status move that happens is one the state table allows, and every move it
-forbids raises IllegalTransition and changes nothing (invariant 20)."""
+forbids raises IllegalTransition and changes nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable
