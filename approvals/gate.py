@@ -26,11 +26,11 @@ from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approvers_needed, object_hash, snapshot_hash
 from durable.engine.errors import AwaitingApproval, NonRetryableError, refuse_unstorable
 from durable.engine.notifications import EventKind
-from durable.models import Checkpoint, JournalEntry
+from durable.models import JournalEntry
+from durable.runtime import transitions
 from durable.runtime.gates import ApprovalAsk, GateSite
 from durable.signals import operator_event
 from durable.store import Lease, RunStore
-from durable.versions import MIGRATION_CHECKPOINT_PREFIX
 
 MAX_ASKS = 5  # asking again is for facts that moved, not a loop
 
@@ -120,10 +120,8 @@ class Gate:
                    .order_by("-visit", "-ask").first())
         if earlier is None:
             return None
-        between = Checkpoint.objects.filter(run_id=self.run_id, seq__gt=earlier.visit, seq__lte=self.visit)
-        if not between.filter(step__startswith=MIGRATION_CHECKPOINT_PREFIX).exists() \
-                or between.filter(step=self.step).exists():  # a loop's earlier visit, or no migration since
-            return None
+        if not transitions.taken_over_by_migration(self.run_id, earlier.visit, self.visit, self.step):
+            return None  # no migration since, or a loop's earlier visit
         ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step, visit=earlier.visit,
                                        position=self.position).update(visit=self.visit)
         return (ApprovalRequest.objects.filter(run_id=self.run_id, step=self.step, visit=self.visit,

@@ -40,7 +40,7 @@ from durable.engine.states import RunStatus
 from durable.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from durable.models import JournalEntry, Run, SecurityEvent
 from durable.permissions import Caller, Person
-from durable.runtime import dispatch
+from durable.runtime import transitions
 from durable.scope import runs_in_scope
 from durable.security import record_refusal
 from durable.signals import operator_event
@@ -315,7 +315,4 @@ def _journal_at(run_id: UUID, step: str, detail: dict[str, Any], *, at: datetime
 
 def _wake(run_id: UUID) -> None:
     """WAITING_APPROVAL -> PENDING and enqueue after commit; the worker takes it from there."""
-    woke = Run.objects.filter(id=run_id, status=RunStatus.WAITING_APPROVAL).update(
-        status=RunStatus.PENDING, enqueued_at=timezone.now(), updated_at=timezone.now())
-    if woke:
-        dispatch.enqueue_on_commit(run_id)
+    transitions.move(run_id, RunStatus.PENDING, sources={RunStatus.WAITING_APPROVAL}, enqueued_at=timezone.now())

@@ -18,12 +18,12 @@ from durable.engine.ids import request_hash
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.ledger import OperationStatus
 from durable.engine.search import field_text, fold, searchable_fields
-from durable.engine.states import TERMINAL, RunStatus, sources_of
+from durable.engine.states import TERMINAL, IllegalTransition, RunStatus, sources_of
 from durable.errors import Conflict, Forbidden, InvalidInput
-from durable.models import Checkpoint, Run, RunSearch, SideEffect
+from durable.models import Run, RunSearch, SideEffect
 from durable.permissions import Caller
 from durable.registry import UnknownWorkflow, registry
-from durable.runtime import dispatch, wakes
+from durable.runtime import transitions, wakes
 from durable.signals import run_cancelled
 from durable.workflow import Workflow
 
@@ -93,25 +93,20 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
         return active, False
     try:
         with transaction.atomic():
-            run = Run.objects.create(
+            run = transitions.start(
                 **definition.contract(), **definition.budget_fields(), business_key=business_key,
                 idempotency_key=idempotency_key or None,
                 one_active_per_business_key=policy.one_active_run,
-                start_request_hash=fingerprint, input=stored_input, current_step=definition.first_step,
+                start_request_hash=fingerprint, input=stored_input, next_step=definition.first_step, state=state,
+                schema_version=definition.checkpoint_schema_version, enqueue=enqueue,
                 created_by_id=_creator(user, parent_run_id), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
                 **tracing.run_fields(),
             )
             _index_for_search(run, definition, data)
-            Checkpoint.objects.create(
-                run=run, seq=0, step="", next_step=definition.first_step, state=state,
-                state_schema_version=definition.checkpoint_schema_version, created_at=run.created_at,
-            )
             if by_permission:
                 audit(user=user, action="start_older_version", run=run, source=source, status_before="",
                       status_after=run.status, reason=reason.strip(),
                       detail={"version": definition.version, "current_version": registry.current(workflow).version})
-            if enqueue:
-                dispatch.enqueue_on_commit(run.id)
     except IntegrityError:
         if idempotency_key:  # a concurrent request with the same key won the race
             existing = _run_for_key(idempotency_key, fingerprint)
@@ -204,8 +199,9 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
                 user: Caller | None, source: str, reason: str, fields: dict[str, Any],
                 then: Callable[[Run], dict[str, Any] | None] | None = None, batch: Batch | None = None,
                 where: Q | None = None) -> Run:
-    """Move a run from one of `allowed` to `target` in one conditional UPDATE, audited; `where` is more of the
-    condition (what the run waits on, say), checked in the same UPDATE."""
+    """Move a run from one of `allowed` to `target` through the one door (durable.runtime.transitions), audited;
+    `where` is more of the condition (what the run waits on, say), checked in the same UPDATE. A run that is not in
+    `allowed`, or changed meanwhile, is a Conflict (the API's 409)."""
     run = Run.objects.filter(id=run_id).first()
     if run is None:
         raise Run.DoesNotExist(f"no run {run_id}")
@@ -218,8 +214,9 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
     with transaction.atomic():
         try:
             with transaction.atomic():
-                updated = Run.objects.filter(where or Q(), id=run.id, status=before).update(
-                    status=target, updated_at=timezone.now(), **fields)
+                updated = transitions.move(run.id, target, sources={before}, where=where, **fields)
+        except IllegalTransition:  # `allowed` names more than the state table does: still this run's conflict
+            raise Conflict(f"cannot {action} a run that is {before}", current=before) from None
         except IntegrityError:  # a FAILED run retried after another run of its business key started
             raise Conflict(f"cannot {action} this run: another run of {run.workflow_name} for business key "
                            f"{run.business_key!r} is active, and the workflow allows one at a time", current=before,
@@ -233,8 +230,6 @@ def _transition(run_id: UUID | str, *, target: RunStatus, allowed: frozenset[Run
             detail = {**(detail or {}), "bulk_id": batch.bulk_id}
         audit(user=user, action=action, run=run, source=source, status_before=before, status_after=target,
               reason=reason, detail=detail)
-        if target == RunStatus.PENDING:
-            dispatch.enqueue_on_commit(run.id)
     run.refresh_from_db()
     return run
 

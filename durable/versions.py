@@ -13,15 +13,11 @@ from durable.audit import audit
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.states import TERMINAL, RunStatus
 from durable.errors import Conflict, InvalidInput
-from durable.models import Checkpoint, JournalEntry, Run
+from durable.models import JournalEntry, Run
 from durable.permissions import Caller
 from durable.registry import UnknownWorkflow, registry
-from durable.runtime import dispatch
+from durable.runtime import transitions
 from durable.workflow import Workflow
-
-# The `step` of the checkpoint a migration writes: "migration v1->v2". The approvals gate reads it to carry a
-# request across the migration (approvals/gate.py).
-MIGRATION_CHECKPOINT_PREFIX = "migration v"
 
 
 def migrate_run(*, run_id: UUID | str, to_version: int, user: Caller | None, source: str,
@@ -63,22 +59,16 @@ def _apply(run: Run, target: Workflow, new_step: str, state: dict, seq: int, use
     before = {"workflow_version": run.workflow_version, "step": run.current_step}
     after = {"workflow_version": target.version, "step": new_step}
     with transaction.atomic():
-        contract = target.contract()
-        updated = Run.objects.filter(id=run.id, status=RunStatus.BLOCKED_VERSION, checkpoint_seq=seq).update(
-            **contract, status=RunStatus.PENDING, current_step=new_step, checkpoint_seq=seq + 1, error=None,
-            fencing_token=F("fencing_token") + 1, enqueued_at=now, updated_at=now)
-        if not updated:
+        if not transitions.migrate(run.id, seq=seq, from_version=run.workflow_version, to_version=target.version,
+                                   next_step=new_step, state=state, schema_version=target.checkpoint_schema_version,
+                                   now=now, **target.contract(), error=None, fencing_token=F("fencing_token") + 1):
             raise Conflict("the run changed meanwhile; nothing was migrated", current=Run.objects.get(id=run.id).status)
-        Checkpoint.objects.create(run=run, seq=seq + 1, step=f"{MIGRATION_CHECKPOINT_PREFIX}{before['workflow_version']}->v{target.version}",
-                                  next_step=new_step, state=state, state_schema_version=target.checkpoint_schema_version,
-                                  created_at=now)
         JournalEntry.objects.create(run=run, kind=JournalEntry.Kind.OPERATOR, step=new_step, name="migrate_version",
                                     detail={"before": before, "after": after, "reason": reason,
                                             "by": getattr(user, "username", None)},
                                     fencing_token=run.fencing_token + 1, created_at=now)
         audit(user=user, action="migrate_version", run=run, source=source, status_before=RunStatus.BLOCKED_VERSION,
               status_after=RunStatus.PENDING, reason=reason, detail={"before": before, "after": after})
-        dispatch.enqueue_on_commit(run.id)
     run.refresh_from_db()
     return run
 

@@ -18,7 +18,7 @@ from durable.engine.states import RunStatus
 from durable.errors import Conflict, InvalidInput, Unavailable
 from durable.models import JournalEntry, Run, SideEffect
 from durable.permissions import Caller
-from durable.runtime import dispatch
+from durable.runtime import transitions
 from durable.runtime.reconciler import Finding, look_up
 
 log = logging.getLogger("durable.reconciliation")
@@ -84,10 +84,8 @@ def _continue_run(run: Run) -> None:
     """Once no operation of the run is UNKNOWN, it goes back to work from its checkpoint."""
     if SideEffect.objects.filter(run=run, status=Op.UNKNOWN).exists():
         return
-    resumed = Run.objects.filter(id=run.id, status=RunStatus.NEEDS_ATTENTION).update(
-        status=RunStatus.PENDING, error=None, enqueued_at=timezone.now(), updated_at=timezone.now())
-    if resumed:
-        dispatch.enqueue_on_commit(run.id)
+    transitions.move(run.id, RunStatus.PENDING, sources={RunStatus.NEEDS_ATTENTION}, error=None,
+                     enqueued_at=timezone.now())
 
 
 def why_no_lookup(operation: SideEffect, downstream: Downstream | None) -> str:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -17,9 +17,11 @@ from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
-from durable.runtime.reconciler import Finding, investigate
+from durable.runtime import transitions
+from durable.runtime.reconciler import Finding, investigate, left_with, unreconcilable_started
 from durable.scope import runs_in_scope
 from durable.signals import operator_event
+from durable.store.base import UNKNOWN_SIDE_EFFECT
 
 log = logging.getLogger("durable.reconciliation")
 
@@ -77,27 +79,54 @@ def _settle(row: SideEffect, finding: Finding) -> int:
 
 
 def _move(row: SideEffect, target: Op, decision: str, evidence: str, **fields: object) -> int:
+    """Settle the row; an UNKNOWN one holds its run for an operator with what the same interruption left in doubt.
+    How many operations moved."""
     now = timezone.now()
     with transaction.atomic():
-        if not SideEffect.objects.filter(operation_id=row.operation_id, status=Op.STARTED).update(
-                status=target, updated_at=now, **fields):
+        if not _moved(row, target, decision, evidence, now, **fields):
             return 0
-        run = Run.objects.get(id=row.run_id)
-        JournalEntry.objects.create(
-            run=run, kind=JournalEntry.Kind.RECONCILIATION, step=row.step, name=row.action_name, created_at=now,
-            fencing_token=run.fencing_token,
-            detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, "by": "sweeper"},
-        )
-        if target == Op.UNKNOWN:
-            operator_event.send(_move, kind=EventKind.OPERATION_UNKNOWN, run_id=run.id, subject=row.operation_id,
-                                occurrence=row.attempts, detail={**row.notice, "evidence": evidence})
-            error = {"kind": "unknown_side_effect", "operation_id": row.operation_id, "message": evidence}
-            if Run.objects.filter(id=run.id, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY],
-                                  fencing_token=run.fencing_token).exclude(lease_expires_at__gte=now).update(
-                    status=RunStatus.NEEDS_ATTENTION, lease_owner=None, lease_expires_at=None, updated_at=now,
-                    error=error):
-                operator_event.send(_move, kind=EventKind.RUN_NEEDS_ATTENTION, run_id=run.id,
-                                    occurrence=run.fencing_token, detail=error)
+        together = _hold_for_operator(row, evidence, now) if target == Op.UNKNOWN else []
+    return 1 + len(together)
+
+
+def _moved(row: SideEffect, target: Op, decision: str, evidence: str, now: datetime, **fields: object) -> bool:
+    if not SideEffect.objects.filter(operation_id=row.operation_id, status=Op.STARTED).update(
+            status=target, updated_at=now, **fields):
+        return False
+    run = Run.objects.get(id=row.run_id)
+    JournalEntry.objects.create(
+        run=run, kind=JournalEntry.Kind.RECONCILIATION, step=row.step, name=row.action_name, created_at=now,
+        fencing_token=run.fencing_token,
+        detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, "by": "sweeper"},
+    )
     if target == Op.UNKNOWN:
+        operator_event.send(_move, kind=EventKind.OPERATION_UNKNOWN, run_id=run.id, subject=row.operation_id,
+                            occurrence=row.attempts, detail={**row.notice, "evidence": evidence})
         metrics.operation_unknown(row.action_name)
-    return 1
+    return True
+
+
+def _hold_for_operator(row: SideEffect, evidence: str, now: datetime) -> list[str]:
+    """`row` is UNKNOWN: unless a worker holds its run (whose own re-entry settles the rest), the run's other
+    operations left STARTED that only an operator can settle are marked UNKNOWN with it, and the run waits in
+    NEEDS_ATTENTION with an error naming them all. The operations marked with it."""
+    run = Run.objects.get(id=row.run_id)
+    if run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at >= now:
+        return []
+    together = []
+    for other, downstream in unreconcilable_started(run.id, besides=row.operation_id):
+        why = left_with(row, downstream)
+        if _moved(other, Op.UNKNOWN, Decision.UNKNOWN, why, now, last_error={"evidence": why}):
+            metrics.reconciled(other.action_name, Decision.UNKNOWN)
+            together.append(other.operation_id)
+    error = {"kind": UNKNOWN_SIDE_EFFECT, "operation_id": row.operation_id, "message": evidence}
+    held = transitions.needs_attention(run.id, error, sources=_HELD_FROM, token=run.fencing_token,
+                                       where=~Q(lease_expires_at__gte=now))
+    if held is not None:
+        operator_event.send(_move, kind=EventKind.RUN_NEEDS_ATTENTION, run_id=run.id, occurrence=run.fencing_token,
+                            detail=held)
+    return together
+
+
+# A run no worker holds that the sweeper's reconciler holds for an operator (durable/engine/states.py).
+_HELD_FROM = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY})

@@ -201,3 +201,118 @@ def test_the_layering_checks_see_what_they_forbid(tmp_path):
     assert imported_names("durable.runtime.late", module) == {"approvals.gate", "approvals.gate.Gate", "durable.runtime",
                                                          "durable.runtime.sibling"}
 
+
+
+# The one door for a run's state: only the store (the worker, under its lease) and the transitions
+# module change a run's status or create its checkpoints; everyone else asks them.
+THE_DOOR = ("durable.store", "durable.runtime.transitions")
+CREATES = frozenset({"create", "bulk_create", "get_or_create", "update_or_create"})
+RUN_TABLES = ("UPDATE DURABLE_RUN ", "INSERT INTO DURABLE_RUN ", "INSERT INTO DURABLE_CHECKPOINT ")
+
+
+def chain(node: ast.AST) -> list[str]:
+    """The names a call or attribute is reached by, from its root: `Run.objects.filter(...).update` is
+    ["Run", "objects", "filter", "update"]."""
+    if isinstance(node, ast.Call):
+        return chain(node.func)
+    if isinstance(node, ast.Attribute):
+        return [*chain(node.value), node.attr]
+    if isinstance(node, ast.Subscript):
+        return chain(node.value)
+    return [node.id] if isinstance(node, ast.Name) else []
+
+
+def _names_status(call: ast.Call) -> bool:
+    """A write naming the status: as a keyword, or among bulk_update's fields."""
+    return any(keyword.arg == "status" for keyword in call.keywords) or any(
+        isinstance(node, ast.Constant) and node.value == "status" for arg in call.args for node in ast.walk(arg))
+
+
+def _a_run(names: list[str]) -> bool:
+    """Reached from the Run model, or from a name that says it holds runs (`runs.update(...)`, `run.status`)."""
+    return bool(names) and (names[0] == "Run" or names[0].lower().rstrip("s").endswith("run"))
+
+
+def state_writes(path: Path, *, raw_sql: bool = True) -> list[str]:
+    """What a module does that only the door may: write a run's status, create a run or a checkpoint."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Call):
+            names = chain(node.func)
+            if names[-1:] in (["update"], ["bulk_update"]) and _a_run(names) and _names_status(node):
+                found.append((line, f"writes Run.status ({'.'.join(names)})"))
+            elif names == ["Run"] or (names[:1] == ["Run"] and names[-1] in CREATES):
+                found.append((line, "creates a Run"))
+            elif names == ["Checkpoint"] or ((names[:1] == ["Checkpoint"] or "checkpoints" in names)
+                                             and names[-1] in CREATES):
+                found.append((line, "creates a Checkpoint"))
+            elif names == ["setattr"] and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                    and node.args[1].value == "status" and _a_run(chain(node.args[0])):
+                found.append((line, "sets a run's status"))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == "status" and (
+                        _a_run(chain(target.value)) or "RunStatus" in ast.unparse(node.value or ast.Constant(None))):
+                    found.append((line, f"sets a run's status ({ast.unparse(target)})"))
+        elif raw_sql and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = " ".join(node.value.upper().split()) + " "
+            found.extend((line, f"{table.strip().lower()} by SQL") for table in RUN_TABLES if table in text)
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def test_only_the_store_and_the_transitions_module_change_a_runs_state():
+    production = {name: path for name, path in modules(*APPS).items() if not name.startswith(NOT_PRODUCTION)}
+    assert "durable.runtime.transitions" in production and "durable.store.base" in production
+    offenders = {name: state_writes(path) for name, path in production.items() if not name.startswith(THE_DOOR)}
+    assert {name: found for name, found in offenders.items() if found} == {}
+    # The tools (drills, benchmarks) go through the door too; only their benchmark seeders insert rows by SQL.
+    tools = {name: state_writes(path, raw_sql=False) for name, path in modules("durable").items()
+             if name.startswith("durable.tools")}
+    assert {name: found for name, found in tools.items() if found} == {}
+
+
+def test_the_door_is_where_the_writes_are():
+    """The rule reads what it should: the door's own modules are found writing."""
+    files = modules("durable")
+    assert any("creates a Checkpoint" in found for found in state_writes(files["durable.runtime.transitions"]))
+    assert any("writes Run.status" in found for found in state_writes(files["durable.runtime.transitions"]))
+    assert any("creates a Checkpoint" in found for found in state_writes(files["durable.store.base"]))
+    assert any("update durable_run by SQL" in found for found in state_writes(files["durable.store.postgres"]))
+
+
+def test_the_door_rule_catches_each_way_around_it(tmp_path):
+    module = tmp_path / "sneaky.py"
+    module.write_text(
+        "def sneak(run, runs, run_id):\n"
+        "    Run.objects.filter(id=run_id).update(status=RunStatus.PENDING)\n"
+        "    runs.update(status='PENDING', error=None)\n"
+        "    Run.objects.bulk_update([run], ['status'])\n"
+        "    run.status = RunStatus.FAILED\n"
+        "    run.save()\n"
+        "    other.status = RunStatus.CANCELLED\n"
+        "    setattr(run, 'status', 'FAILED')\n"
+        "    Run.objects.create(status='RUNNING')\n"
+        "    Run(workflow_name='x')\n"
+        "    Checkpoint.objects.create(run=run, seq=1)\n"
+        "    Checkpoint.objects.bulk_create([Checkpoint(run=run, seq=2)])\n"
+        "    run.checkpoints.create(seq=3)\n"
+        "    cursor.execute('''UPDATE durable_run\n SET status = %s''')\n"
+        "    cursor.execute('INSERT INTO durable_checkpoint (run_id) VALUES (%s)')\n"
+        "def innocent(row, request, response):\n"
+        "    SideEffect.objects.filter(operation_id=row).update(status='UNKNOWN')\n"
+        "    ApprovalRequest.objects.filter(id=request).update(status='EXPIRED')\n"
+        "    response.status = 404\n"
+        "    Run.objects.filter(id=row).update(waiting_for=None)\n"
+    )
+    found = state_writes(module)
+    assert [line.split(":")[0] for line in found] == [f"line {n}" for n in
+                                                      (2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 12, 13, 14, 16)], found
+
+
+def test_the_apps_learn_of_checkpoints_from_the_runtime():
+    """approvals asks durable.runtime.transitions what a migration left (taken_over_by_migration), never the rows."""
+    offenders = {name: sorted(imported_names(name, path) & {"durable.models.Checkpoint"})
+                 for name, path in modules(*BUILT_ON_THE_CORE).items()}
+    assert {name: found for name, found in offenders.items() if found} == {}

@@ -1,7 +1,10 @@
 """Run statuses and the transitions between them: the run's state machine."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
+
+from durable.engine.errors import DurableError
 
 
 class RunStatus(StrEnum):
@@ -26,8 +29,17 @@ ERROR_HELD = frozenset({RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION, RunS
 # A worker may claim a run in these states (RUNNING only once its lease has expired).
 CLAIMABLE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY})
 
+# Every move a run's status may make, and who makes it (docs/operations.md, "The state table and its one door").
+# The worker makes the moves out of RUNNING under its lease (durable/store/); every other move is
+# durable/runtime/transitions.py's. A move not in this table is refused with IllegalTransition.
 TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    RunStatus.PENDING: frozenset(
+        {
+            RunStatus.RUNNING,  # claimed by a worker
+            RunStatus.NEEDS_ATTENTION,  # the sweeper's reconciler found an operation UNKNOWN while no worker held it
+            RunStatus.CANCELLED,
+        }
+    ),
     RunStatus.RUNNING: frozenset(
         {
             RunStatus.PENDING,  # time slice ended, lease released
@@ -42,11 +54,17 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.CANCELLED,
         }
     ),
+    # Woken (PENDING) by a decision, an expiry or an invalidation of its request.
     RunStatus.WAITING_APPROVAL: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
-    RunStatus.WAITING_RETRY: frozenset({RunStatus.RUNNING, RunStatus.PENDING, RunStatus.CANCELLED}),
+    # Claimed when due (RUNNING), sent now by an operator's retry (PENDING), or held by the sweeper's reconciler.
+    RunStatus.WAITING_RETRY: frozenset(
+        {RunStatus.RUNNING, RunStatus.PENDING, RunStatus.NEEDS_ATTENTION, RunStatus.CANCELLED}
+    ),
     # Woken (PENDING) by its timer's due time on the database's clock, a matching event or its children's end.
     RunStatus.WAITING: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
+    # Goes on (PENDING) once its last UNKNOWN operation is resolved, or its budget is raised.
     RunStatus.NEEDS_ATTENTION: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
+    # Resumed (its version deployed again) or migrated by an operator: PENDING.
     RunStatus.BLOCKED_VERSION: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.FAILED: frozenset({RunStatus.PENDING}),  # an operator's retry
     RunStatus.SUCCEEDED: frozenset(),
@@ -54,10 +72,38 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 }
 
 
+class IllegalTransition(DurableError):
+    """A move the state table does not allow (docs/operations.md, "The state table and its one door"): a mistake
+    in the code that asked for it, never a race lost (a run that changed meanwhile is the caller's conflict)."""
+
+    def __init__(self, current: RunStatus | str, target: RunStatus | str) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS[RunStatus(current)])) or "nothing: it has ended"
+        super().__init__(f"a run that is {current} cannot move to {target}; the state table allows {allowed}")
+        self.current = RunStatus(current)
+        self.target = RunStatus(target)
+
+
 def can_transition(current: RunStatus | str, target: RunStatus | str) -> bool:
     return RunStatus(target) in TRANSITIONS[RunStatus(current)]
+
+
+def check_transition(current: RunStatus | str, target: RunStatus | str) -> None:
+    """IllegalTransition unless the table allows `current` -> `target`."""
+    if not can_transition(current, target):
+        raise IllegalTransition(current, target)
 
 
 def sources_of(target: RunStatus) -> frozenset[RunStatus]:
     """Every status from which `target` may be reached: the WHERE of a conditional UPDATE."""
     return frozenset(s for s, targets in TRANSITIONS.items() if target in targets)
+
+
+def checked_sources(target: RunStatus, sources: Iterable[RunStatus | str] | None = None) -> frozenset[RunStatus]:
+    """The statuses a move to `target` may leave: `sources`, each checked against the table (IllegalTransition for
+    one it forbids), or every one the table allows."""
+    if sources is None:
+        return sources_of(target)
+    chosen = frozenset(RunStatus(source) for source in sources)
+    for source in chosen:
+        check_transition(source, target)
+    return chosen

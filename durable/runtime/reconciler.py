@@ -3,15 +3,21 @@
 `investigate` finds out what is true of an operation; the worker that re-enters it
 (`reconcile_started`) and the sweeper (`reconciliation.sweeper`) each act on that finding.
 Every decision goes to the run's journal with its evidence. UNKNOWN is never turned into a
-failure or a retry here: only an operator resolves it.
+failure or a retry here: only an operator resolves it. What one interruption left in doubt is
+marked UNKNOWN together (`unreconcilable_started`): an operator sees it all at once and resolves
+it in one round, not one round per operation found on the run's next re-execution.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
+
+from django.db import transaction
 
 from durable import metrics
-from durable.downstream import Downstream, DownstreamOutcome
+from durable.downstream import Downstream, DownstreamOutcome, get_downstream
+from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reconciliation as Decision
 from durable.engine.ledger import reconciliation_for
 from durable.models import JournalEntry, SideEffect
@@ -47,6 +53,26 @@ def look_up(row: SideEffect, downstream: Downstream) -> Finding:
     return Finding(Decision.NOT_FOUND, f"{downstream.name} has no record: it never happened")
 
 
+def unreconcilable_started(run_id: UUID | str, *, besides: str) -> list[tuple[SideEffect, Downstream]]:
+    """The run's other operations left STARTED whose downstream neither honours idempotency keys nor can be
+    looked up (an adapter registered here says so): nothing but an operator can settle them. Called when an
+    operation of the run is found UNKNOWN while no call of it is in flight (a re-entry, the sweeper), so each
+    was left by the same interruption; those a retry or a lookup can settle are left to them."""
+    found = []
+    for row in (SideEffect.objects.filter(run_id=run_id, status=Op.STARTED).exclude(operation_id=besides)
+                .order_by("created_at", "operation_id")):
+        downstream = get_downstream(row.downstream)
+        if downstream is not None and reconciliation_for(downstream.capabilities) is Decision.UNKNOWN:
+            found.append((row, downstream))
+    return found
+
+
+def left_with(row: SideEffect, downstream: Downstream) -> str:
+    """The evidence an operation marked UNKNOWN together with `row` is marked with."""
+    return (f"left STARTED with operation {row.operation_id} ({row.action_name}) by the same interruption; "
+            f"{downstream.name} neither honours idempotency keys nor can be looked up")
+
+
 @dataclass(frozen=True)
 class Settled:
     """The reconciler's verdict: the recorded outcome, or None to (re)send with the same key."""
@@ -78,6 +104,10 @@ def reconcile_started(store: RunStore, lease: Lease, row: SideEffect, downstream
         _journal(store, lease, row, finding.decision, f"{finding.evidence}; sending")
         return Settled(outcome=None)
     evidence = f"{finding.evidence}; the request may have been applied (attempt {row.attempts})"
-    ledger.mark_unknown(store, lease, row, evidence=evidence)
-    _journal(store, lease, row, finding.decision, evidence)
+    with transaction.atomic():  # with what the same interruption left in doubt: one round of resolving
+        ledger.mark_unknown(store, lease, row, evidence=evidence)
+        _journal(store, lease, row, finding.decision, evidence)
+        for other, its_downstream in unreconcilable_started(row.run_id, besides=row.operation_id):
+            ledger.mark_unknown(store, lease, other, evidence=left_with(row, its_downstream))
+            _journal(store, lease, other, Decision.UNKNOWN, left_with(row, its_downstream))
     return Settled(outcome=None, unknown=True)

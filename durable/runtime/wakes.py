@@ -23,7 +23,7 @@ from durable.conf import durable_settings
 from durable.engine.states import RunStatus
 from durable.engine.waits import WaitKind
 from durable.models import Run
-from durable.runtime import dispatch
+from durable.runtime import transitions
 from durable.runtime.fault_points import AFTER_CHILD_FINISHED, fault_point
 from durable.runtime.forks import between_forks
 from durable.scope import runs_in_scope
@@ -44,13 +44,9 @@ def wake_due(limit: int = 1000) -> list[UUID]:
 
 
 def _wake(ids: list[UUID]) -> list[UUID]:
-    if not ids:
-        return []
     # updated_at takes the due time: the claim measures the resume latency from it (durable.store.base._due_since).
-    Run.objects.filter(_DUE, id__in=ids).update(status=RunStatus.PENDING, updated_at=F("next_attempt_at"),
-                                                next_attempt_at=None, enqueued_at=timezone.now())
-    for run_id in ids:
-        dispatch.enqueue(run_id)
+    transitions.move_all(ids, RunStatus.PENDING, sources={RunStatus.WAITING}, where=_DUE,
+                         updated_at=F("next_attempt_at"), next_attempt_at=None, enqueued_at=timezone.now())
     return ids
 
 
@@ -58,11 +54,8 @@ def wake(run_id: UUID | str, condition: Q | None = None) -> bool:
     """Inside the caller's transaction: the run, parked (and meeting `condition`), is PENDING and sent once that
     commits."""
     now = timezone.now()
-    woken = Run.objects.filter(condition or Q(), id=run_id, status=RunStatus.WAITING).update(
-        status=RunStatus.PENDING, next_attempt_at=None, updated_at=now, enqueued_at=now)
-    if woken:
-        dispatch.enqueue_on_commit(run_id)
-    return bool(woken)
+    return transitions.move(run_id, RunStatus.PENDING, sources={RunStatus.WAITING}, where=condition,
+                            next_attempt_at=None, updated_at=now, enqueued_at=now)
 
 
 def parent_of(run_id: UUID | str) -> UUID | None:

@@ -14,9 +14,11 @@ from django.utils import timezone
 
 from durable.engine.costs import PricedUsage, Spending
 from durable.engine.errors import LeaseLost
+from durable.engine.json_values import storable_text
+from durable.engine.ledger import OperationStatus
 from durable.engine.notifications import EventKind
 from durable.engine.replay import RecordedCall
-from durable.engine.states import CLAIMABLE, TERMINAL, RunStatus
+from durable.engine.states import CLAIMABLE, TERMINAL, RunStatus, check_transition, checked_sources
 from durable.models import Checkpoint, JournalEntry, Run, RunEvent, SideEffect
 from durable.signals import operator_event
 
@@ -128,7 +130,8 @@ class RunStore:
         # between, so the row is the one read plus what this claim set (no second read), and a
         # concurrent claimer holding the same token finds nothing to update.
         updated = (
-            Run.objects.filter(free & due, id=run_id, fencing_token=run.fencing_token, status__in=CLAIMABLE)
+            Run.objects.filter(free & due, id=run_id, fencing_token=run.fencing_token,
+                               status__in=checked_sources(RunStatus.RUNNING, CLAIMABLE))
             .update(fencing_token=F("fencing_token") + 1, **taken)
         )
         if not updated:
@@ -174,7 +177,10 @@ class RunStore:
 
     def _fenced(self, lease: Lease, now: datetime | None, **fields: Any) -> None:
         """Update the run if the lease holds; `now` is its updated_at (None: a step's progress, which
-        leaves it alone, as it does the lease's expiry while more than half is left)."""
+        leaves it alone, as it does the lease's expiry while more than half is left). A status it sets is one the
+        state table allows a RUNNING run (IllegalTransition otherwise: nothing is written)."""
+        if "status" in fields:
+            check_transition(RunStatus.RUNNING, fields["status"])
         touched = {"updated_at": now} if now is not None else {}
         updated = Run.objects.filter(
             id=lease.run_id, fencing_token=lease.token, status=RunStatus.RUNNING, checkpoint_seq=lease.seq
@@ -217,9 +223,10 @@ class RunStore:
     def needs_attention(self, lease: Lease, step: str, detail: dict[str, Any],
                         told: EventKind = EventKind.RUN_NEEDS_ATTENTION) -> None:
         """An operation is UNKNOWN (or the run's budget is spent: `told` is then RUN_OVER_BUDGET): release the run
-        to wait for an operator."""
+        to wait for an operator. An UNKNOWN operation's error names every operation of the run that is UNKNOWN."""
         now = timezone.now()
         with transaction.atomic():
+            detail = naming_every_unknown(lease.run_id, detail)
             self._fenced(lease, now, status=RunStatus.NEEDS_ATTENTION, error=detail, lease_owner=None,
                          lease_expires_at=None)
             self._journal(lease, now, JournalEntry.Kind.NEEDS_ATTENTION, step, detail=detail)
@@ -448,6 +455,26 @@ class RunStore:
         with transaction.atomic():
             self._fenced(lease, now, status=RunStatus.BLOCKED_VERSION, error=reason, lease_owner=None, lease_expires_at=None)
             self._journal(lease, now, kind, step, detail=reason)
+
+
+UNKNOWN_SIDE_EFFECT = "unknown_side_effect"  # the kind of a run's error while an operation of it is UNKNOWN
+
+
+def naming_every_unknown(run_id: UUID | str, error: dict[str, Any]) -> dict[str, Any]:
+    """The error a run waits for an operator with, naming every operation of it that is UNKNOWN (`operation_ids`),
+    not only the one met first: an operator resolves them in one round. Another kind of error is left as it is."""
+    if error.get("kind") != UNKNOWN_SIDE_EFFECT:
+        return error
+    unknown = list(SideEffect.objects.filter(run_id=run_id, status=OperationStatus.UNKNOWN)
+                   .order_by("created_at", "operation_id").values_list("operation_id", "action_name", "business_key"))
+    if not unknown:
+        return error
+    named = {**error, "operation_ids": [operation_id for operation_id, _, _ in unknown]}
+    if len(unknown) > 1:
+        each = "; ".join(f"{operation_id} ({action} for {key})" for operation_id, action, key in unknown)
+        named["message"] = storable_text(f"{error.get('message', '')} All {len(unknown)} operations of the run that "
+                                         f"are UNKNOWN: {each}. Resolve each; the run goes on once none is left.")
+    return named
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from durable.conf import durable_settings
 from durable.engine.costs import Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
-from durable.engine.states import CLAIMABLE
+from durable.engine.states import CLAIMABLE, RunStatus, checked_sources
 from durable.models import JournalEntry, Run, SideEffect
 from durable.store.base import (
     BEFORE_CLAIM,
@@ -82,7 +82,7 @@ _CLAIM_EXTRAS = ("before_status", "before_next_attempt_at", "before_lease_expire
                  "resume_fresh", "resume_next_step", "resume_state", "resume_schema_version", "resume_calls")
 _CLAIM_SQL = _CLAIM_SQL.format(run_columns=_RUNS.columns("run"))
 
-_CLAIMABLE = sorted(status.value for status in CLAIMABLE)
+_CLAIMABLE = sorted(status.value for status in checked_sources(RunStatus.RUNNING, CLAIMABLE))
 
 _RESUME_POINT_SQL = """
 SELECT seq, next_step, state, state_schema_version FROM durable_checkpoint WHERE run_id = %s AND seq = %s

@@ -1,5 +1,6 @@
 """Workflows for the visit tests: loops that ask again, parallel calls, calls from threads, approvals per visit,
-side effects asked for again in a loop. Registered in the test process and in worker processes."""
+side effects asked for again in a loop, a parallel group of side effects no key and no lookup can settle.
+Registered in the test process and in worker processes."""
 from __future__ import annotations
 
 import threading
@@ -11,8 +12,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import OperationConflict, RetryableError, RetryPolicy, Workflow, register
-from durable.downstream import get_downstream
+from durable.downstream import DownstreamOutcome, get_downstream, register_downstream
 from durable.engine.approvals import Revalidation
+from durable.engine.errors import Classification, classify
+from durable.engine.ledger import Capabilities
 from tests.durable.ledger_workflows import probe  # noqa: F401  registers the probe downstream
 from tests.durable.workflows import calls_in, record_call
 
@@ -203,3 +206,47 @@ def refund_when_approved(ctx: Any, state: ApprovalState) -> ApprovalState:
 def started_calls(calls_file: str | Path) -> list[str]:
     """The calls that started, without the failure marks."""
     return [line for line in calls_in(calls_file) if not line.endswith("-failed")]
+
+
+# -- A parallel group of side effects against a downstream no key and no lookup can settle -----------------------
+
+class BlindNotices:
+    """A downstream that takes no Idempotency-Key and cannot be looked up; every request it is sent is written to
+    the calls file the payload names (whichever process sent it)."""
+
+    name = "blind-notices"
+    capabilities = Capabilities(honours_idempotency_keys=False, can_lookup=False)
+    client_retries = 0
+
+    def classify(self, exc: BaseException) -> Classification:
+        return classify(exc)
+
+    def execute(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome:
+        record_call(payload["calls_file"], business_key)
+        return DownstreamOutcome(f"notice-{business_key}", {"sent": business_key})
+
+    def lookup(self, operation_id: str, business_key: str, payload: dict[str, Any]) -> DownstreamOutcome | None:
+        raise NotImplementedError("it cannot be looked up")
+
+
+blind_notices = register_downstream(BlindNotices())
+NOTICES = 4
+
+
+class NoticesInput(BaseModel):
+    calls_file: str
+
+
+class NoticesState(NoticesInput):
+    results: list[Any] = []
+
+
+four_notices = register(Workflow(name="test-four-notices", version=1, state=NoticesState, input=NoticesInput))
+
+
+@four_notices.step(side_effects=["notice"])
+def tell_everyone(ctx: Any, state: NoticesState) -> NoticesState:
+    state.results = ctx.parallel(*(ctx.effect("notice", business_key=f"N-{n}", downstream=blind_notices,
+                                              payload={"n": n, "calls_file": state.calls_file})
+                                   for n in range(NOTICES)))
+    return state

@@ -2,7 +2,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable.engine.states import TERMINAL, TRANSITIONS, RunStatus, can_transition, sources_of
+from durable.engine.states import (
+    CLAIMABLE,
+    TERMINAL,
+    TRANSITIONS,
+    IllegalTransition,
+    RunStatus,
+    can_transition,
+    check_transition,
+    checked_sources,
+    sources_of,
+)
 
 
 @pytest.mark.parametrize("terminal", [RunStatus.SUCCEEDED, RunStatus.CANCELLED])
@@ -21,3 +31,40 @@ def test_every_non_terminal_run_can_be_cancelled():
 @given(st.sampled_from(list(RunStatus)), st.sampled_from(list(RunStatus)))
 def test_sources_of_agrees_with_can_transition(source, target):
     assert (source in sources_of(target)) == can_transition(source, target)
+
+
+@given(st.sampled_from(list(RunStatus)), st.sampled_from(list(RunStatus)))
+def test_a_move_the_table_forbids_is_an_error_of_its_own_and_one_it_allows_passes(current, target):
+    if can_transition(current, target):
+        check_transition(current, target)
+        assert current in checked_sources(target, {current})
+    else:
+        with pytest.raises(IllegalTransition) as refused:
+            checked_sources(target, {current})
+        assert (refused.value.current, refused.value.target) == (current, target)
+        assert f"a run that is {current} cannot move to {target}" in str(refused.value)
+
+
+def test_checked_sources_without_sources_is_every_one_the_table_allows():
+    assert checked_sources(RunStatus.PENDING) == sources_of(RunStatus.PENDING)
+    assert checked_sources(RunStatus.RUNNING) == {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY}
+
+
+def test_every_status_a_worker_claims_from_may_move_to_running():
+    assert CLAIMABLE <= sources_of(RunStatus.RUNNING)
+
+
+def test_a_worker_may_move_the_run_it_holds_to_any_status():
+    assert TRANSITIONS[RunStatus.RUNNING] == frozenset(RunStatus)
+
+
+def test_only_the_sweepers_reconciler_holds_a_run_no_worker_holds_for_an_operator():
+    assert sources_of(RunStatus.NEEDS_ATTENTION) == {RunStatus.RUNNING, RunStatus.PENDING, RunStatus.WAITING_RETRY}
+
+
+def test_every_wait_and_hold_ends_in_pending_and_nothing_ended_goes_anywhere_but_a_retry():
+    held = {RunStatus.WAITING, RunStatus.WAITING_APPROVAL, RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION,
+            RunStatus.BLOCKED_VERSION, RunStatus.FAILED}
+    assert held <= sources_of(RunStatus.PENDING)
+    assert sources_of(RunStatus.PENDING) == held | {RunStatus.RUNNING}
+    assert not any(RunStatus.SUCCEEDED in TRANSITIONS[s] for s in set(RunStatus) - {RunStatus.RUNNING})
