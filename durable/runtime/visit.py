@@ -67,7 +67,7 @@ class Visit:
         return self.cursor.next_call(name)
 
     def reused(self, name: str, recorded: RecordedCall) -> Any:
-        """A recorded result, returned again; the first live call after the replay says what it took from history."""
+        """A recorded result, returned again; with the visit's last record reused, the journal says which it reused."""
         metrics.result_reused(self.workflow_name, self.workflow_version)
         tracing.reused(self, name, recorded.call_index)
         log.info("activity %s replayed: its recorded result is returned", name, extra={"activity": name})
