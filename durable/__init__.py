@@ -11,9 +11,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 # Each public name and the module that owns it: what a workflow module imports to declare its workflows
-# (Workflow, register, RetryPolicy, Migration), its approvals (Revalidation), its downstream adapters
-# (register_downstream, Downstream, Capabilities, DownstreamOutcome, Classification, classify), its model calls'
-# usage and budget (Usage, Budget) and its errors.
+# (Workflow, register, RetryPolicy, Migration), type its steps' context (Context), declare its approvals
+# (Revalidation), its downstream adapters (register_downstream, Downstream, Capabilities, DownstreamOutcome,
+# Classification, classify), its model calls' usage and budget (Usage, Budget) and its errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
     "Budget": "durable.engine.costs",
@@ -21,6 +21,7 @@ _PUBLIC = {
     "ChildRun": "durable.engine.waits",
     "ChildRunFailed": "durable.engine.errors",
     "Classification": "durable.engine.errors",
+    "Context": "durable.context",
     "Downstream": "durable.downstream",
     "DownstreamOutcome": "durable.downstream",
     "Event": "durable.engine.waits",
@@ -53,6 +54,7 @@ __all__ = sorted(_PUBLIC)
 # --strict (no implicit re-export) reads `from durable import Workflow` then. __all__ above is computed,
 # which a checker does not evaluate.
 if TYPE_CHECKING:
+    from durable.context import Context as Context
     from durable.downstream import Downstream as Downstream
     from durable.downstream import DownstreamOutcome as DownstreamOutcome
     from durable.downstream import register_downstream as register_downstream

@@ -7,6 +7,7 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
+from durable.context import Context
 from durable.engine.active_runs import OnActiveBusinessKey
 from durable.engine.contract import PINNABLE, Contract, Upcaster
 from durable.engine.costs import Budget
@@ -16,9 +17,9 @@ from durable.engine.retry import RetryPolicy
 from durable.engine.topology import shapes_to_json
 
 # (ctx, state) -> the new state, or None when it mutated the one given, or the route it takes (`wf.goto`,
-# `wf.finish`). The state is the workflow's own model: Any here, so that a step annotated with it
-# (`state: ClaimState`) is accepted as it is.
-StepFn = Callable[[Any, Any], BaseModel | Route | None]
+# `wf.finish`). The context is a `durable.Context`; the state is the workflow's own model: Any here, so that a
+# step annotated with it (`state: ClaimState`) is accepted as it is.
+StepFn = Callable[[Context, Any], BaseModel | Route | None]
 # The decorators return what they were given, so a step keeps its own signature for its callers.
 StepFnT = TypeVar("StepFnT", bound=StepFn)
 InitialStateT = TypeVar("InitialStateT", bound=Callable[[Any], BaseModel])

@@ -6,7 +6,7 @@ A model the price table does not know still counts its tokens; its cost is unkno
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -73,6 +73,9 @@ class Usage:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+UsageOf = Callable[[Any], Usage | None]  # a model call's answer -> what it used (None: it does not say)
 
 
 @dataclass(frozen=True)

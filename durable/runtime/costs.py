@@ -8,20 +8,18 @@ that writes the run while it holds the lease; so the check before a call reads n
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from durable import budgets, metrics
 from durable.conf import durable_settings
-from durable.engine.costs import Budget, BudgetExhausted, PricedUsage, PriceTable, Spending, Usage
+from durable.engine.costs import Budget, BudgetExhausted, PricedUsage, PriceTable, Spending, Usage, UsageOf
 from durable.engine.errors import NonRetryableError
 from durable.engine.notifications import EventKind
 from durable.models import Run
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.costs")
-UsageOf = Callable[[Any], Usage | None]  # a model call's answer -> what it used (None: it does not say)
 # (call index, name, result as recorded, the answer as returned, its usage function: None for a plain activity)
 Answered = tuple[int, str, Any, Any, UsageOf | None]
 _said_unpriced: set[str] = set()  # models this process has warned of once

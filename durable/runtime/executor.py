@@ -30,6 +30,7 @@ from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.runtime import costs, heartbeat, side_effects, wakes
 from durable.runtime.context import StepContext
+from durable.runtime.visit import Visit
 from durable.store import Lease, RunStore
 from durable.store import store as backend_store
 from durable.workflow import Step, Workflow
@@ -151,12 +152,12 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             return AdvanceOutcome(claimed=True, steps=done)
         with logs.bound(step=step_name, attempt=attempt):
             step = workflow.get_step(step_name)
-            ctx = StepContext(
+            ctx = StepContext(Visit(
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
-                cursor=ReplayCursor(step_name, recorded), side_effects=step.side_effects, woke_from=woke_from,
-                meter=meter,
-            )
+                cursor=ReplayCursor(step_name, recorded), declared_side_effects=step.side_effects,
+                woke_from=woke_from, meter=meter,
+            ))
             recorded, woke_from = [], None  # the next visit starts from a checkpoint written below: a new visit
             try:
                 state, next_step = _execute_step(workflow, step, ctx, state)

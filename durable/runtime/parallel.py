@@ -17,61 +17,21 @@ import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from django.db import connections
 
 from durable import tracing
 from durable.conf import durable_settings
-from durable.downstream import Downstream
+from durable.context import Call, Effect
+from durable.engine.costs import UsageOf
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
-from durable.engine.replay import RecordedCall
-from durable.runtime import costs, side_effects
+from durable.runtime import side_effects
 from durable.runtime.heartbeat import lease_kept
-from durable.store import Lease, RunStore
+from durable.runtime.visit import Visit
 
 log = logging.getLogger("durable.activity")
-
-
-@dataclass(frozen=True)
-class Call:
-    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., usage=..., **kwargs)`."""
-
-    name: str
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    returns: type | None = None
-    usage: costs.UsageOf | None = None  # a model call's: what its answer says it used
-
-
-@dataclass(frozen=True)
-class Effect:
-    """A side effect for ctx.parallel, made by `ctx.effect(action, business_key=..., downstream=..., payload=...)`."""
-
-    action: str
-    business_key: str
-    downstream: Downstream
-    payload: dict[str, Any]
-
-
-class StepContext(Protocol):
-    """What a group needs of the step context (durable/runtime/context.py, which imports this module)."""
-
-    step: str
-    workflow_name: str
-    _store: RunStore
-    _lease: Lease
-    _meter: costs.Meter
-
-    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
-
-    def _reused(self, name: str, recorded: RecordedCall) -> Any: ...
-
-    def _recordable(self, name: str, answer: Any) -> Any: ...
-
-    def _checked_effect(self, action: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -86,27 +46,27 @@ class _Pending:
     start: Callable[[], None] | None = None  # a side effect's STARTED, committed right before it is sent
     failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
     activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
-    usage: costs.UsageOf | None = None  # a model call's usage function
+    usage: UsageOf | None = None  # a model call's usage function
 
 
-def run_group(ctx: StepContext, calls: tuple[Call | Effect, ...]) -> list[Any]:
+def run_group(visit: Visit, calls: tuple[Call | Effect, ...]) -> list[Any]:
     """Run the calls at once; their results in the order given, each recorded under its own index."""
     results: list[Any] = [None] * len(calls)
     pending: list[_Pending] = []
     described: list[dict[str, Any]] = []
     for position, call in enumerate(calls):  # indexes reserved and side effects prepared in the order given
         if isinstance(call, Call):
-            _plan_call(ctx, position, call, results, pending, described)
+            _plan_call(visit, position, call, results, pending, described)
         elif isinstance(call, Effect):
-            _plan_effect(ctx, position, call, results, pending, described)
+            _plan_effect(visit, position, call, results, pending, described)
         else:
             raise TypeError(f"ctx.parallel takes ctx.call(...) and ctx.effect(...), got {type(call).__name__}")
     model_calls = [call.label for call in pending if call.usage is not None]
     if model_calls:  # BudgetExhausted before anything is sent: the run waits, no model is asked
-        ctx._meter.before_model_call(", ".join(model_calls))
-    ctx._store.record_parallel(ctx._lease, ctx.step, described)
+        visit.meter.before_model_call(", ".join(model_calls))
+    visit.store.record_parallel(visit.lease, visit.step, described)
     if pending:
-        _make(ctx, pending, results, len(calls))
+        _make(visit, pending, results, len(calls))
     return [_as_asked(call, result) for call, result in zip(calls, results, strict=True)]
 
 
@@ -117,44 +77,43 @@ def _as_asked(call: Call | Effect, result: Any) -> Any:
     return result
 
 
-def _plan_call(ctx: StepContext, position: int, call: Call, results: list[Any], pending: list[_Pending],
+def _plan_call(visit: Visit, position: int, call: Call, results: list[Any], pending: list[_Pending],
                described: list[dict[str, Any]]) -> None:
-    index, recorded = ctx._reserve(call.name)
+    index, recorded = visit.reserve(call.name)
     described.append({"call_index": index, "name": call.name, "reused": recorded is not None})
     if recorded is not None:
-        results[position] = ctx._reused(call.name, recorded)
+        results[position] = visit.reused(call.name, recorded)
         return
 
-    made = tracing.in_activity(ctx, call.name, index, lambda: call.fn(*call.args, **call.kwargs))
+    made = tracing.in_activity(visit, call.name, index, lambda: call.fn(*call.args, **call.kwargs))
     pending.append(_Pending(position, f"{call.name} #{index}", made, activity=(call.name, index), usage=call.usage))
 
 
-def _plan_effect(ctx: StepContext, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
+def _plan_effect(visit: Visit, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
                  described: list[dict[str, Any]]) -> None:
-    payload = ctx._checked_effect(effect.action, effect.business_key, effect.payload)
-    begun = side_effects.begin(ctx._store, ctx._lease, step=ctx.step, action=effect.action,
-                               business_key=effect.business_key, downstream=effect.downstream, payload=payload)
+    begun = side_effects.begin(visit, action=effect.action, business_key=effect.business_key,
+                               downstream=effect.downstream, payload=effect.payload)
     send = begun if isinstance(begun, side_effects.Send) else None
     described.append({"action": effect.action, "business_key": effect.business_key,
                       "operation_id": send.row.operation_id if send else None, "reused": send is None})
     if send is None:
         results[position] = begun
-        tracing.recorded_effect(ctx, effect.action, effect.business_key)
+        tracing.recorded_effect(visit, effect.action, effect.business_key)
         return
-    store, lease = ctx._store, ctx._lease
+    store, lease = visit.store, visit.lease
     pending.append(_Pending(position, effect.action, send.call,
                             record=lambda outcome: side_effects.finish(store, lease, send, outcome),
                             start=lambda: send.start(store, lease),
                             failed=lambda exc: side_effects.settle_failure(store, lease, send, exc)))
 
 
-def _make(ctx: StepContext, pending: list[_Pending], results: list[Any], of: int) -> None:
+def _make(visit: Visit, pending: list[_Pending], results: list[Any], of: int) -> None:
     """Send every pending call on the pool, record each answer as it comes; raise once all are settled."""
     errors: list[tuple[int, str, BaseException]] = []
     size = min(len(pending), durable_settings.DURABLE_PARALLEL_CALLS)
-    pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"durable-parallel-{ctx.step}")
+    pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"durable-parallel-{visit.step}")
     try:
-        with lease_kept(ctx._store, ctx._lease):  # no second worker calls while any of these may be in flight
+        with lease_kept(visit.store, visit.lease):  # no second worker calls while any of these may be in flight
             running: dict[Future[Any], _Pending] = {}
             for call in pending:  # Prepare + STARTED committed before each downstream call is submitted
                 if call.start is not None:
@@ -170,7 +129,7 @@ def _make(ctx: StepContext, pending: list[_Pending], results: list[Any], of: int
                     else:
                         _settle(call, future, results, errors)
                 if together:  # activities that answered at about the same time: one write for all of them
-                    _record_together(ctx, together, results, errors)
+                    _record_together(visit, together, results, errors)
     except BaseException:  # the lease lost, a crash, a ledger row moved under us: nothing more is written
         pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned; a sent one stays STARTED
         raise
@@ -206,7 +165,7 @@ def _settle(call: _Pending, future: Future[Any], results: list[Any],
         errors.append((call.position, call.label, exc))
 
 
-def _record_together(ctx: StepContext, answered: list[tuple[_Pending, Future[Any]]], results: list[Any],
+def _record_together(visit: Visit, answered: list[tuple[_Pending, Future[Any]]], results: list[Any],
                      errors: list[tuple[int, str, BaseException]]) -> None:
     """Record the results of activities that answered together in one fenced write, each under its own index
     (model calls with what they used, in one more write when plain activities answered with them)."""
@@ -215,12 +174,12 @@ def _record_together(ctx: StepContext, answered: list[tuple[_Pending, Future[Any
         name, index = call.activity  # type: ignore[misc]
         try:
             answer = future.result()
-            rows.append((call, index, name, ctx._recordable(name, answer), answer))
+            rows.append((call, index, name, visit.recordable(name, answer), answer))
         except Exception as exc:  # not storable: that call's error, the others are recorded
             errors.append((call.position, call.label, exc))
     if rows:
-        costs.record(ctx._store, ctx._lease, ctx.step, ctx._meter, ctx.workflow_name,
-                     [(index, name, result, answer, call.usage) for call, index, name, result, answer in rows])
+        visit.record_together([(index, name, result, answer, call.usage)
+                               for call, index, name, result, answer in rows])
     for call, _, _, result, _ in rows:
         results[call.position] = result
 

@@ -3,7 +3,8 @@
 Read top to bottom, the phases come in the order a call crosses them (DESIGN invariants 2 and 3, in
 docs/ledger-and-reconciliation.md):
 
-1. Prepare: the operation id, sha256("run_id:action:business_key")[:32] (the ledger's key and the
+1. Prepare: the action checked against the step's declared side effects and the payload as storable, then
+   the operation id, sha256("run_id:action:business_key")[:32] (the ledger's key and the
    downstream's Idempotency-Key), the request hash, and the ledger row, PENDING. Nothing is sent. The
    same id asked with another request is refused.
 2. Re-enter: the row's status says what this call does. SUCCEEDED returns the recorded result (a
@@ -33,6 +34,7 @@ from durable.engine.errors import (
     OperationConflict,
     RetryableError,
     is_ambiguous,
+    refuse_unstorable,
 )
 from durable.engine.ids import operation_id, request_hash
 from durable.engine.ledger import OperationStatus as Op
@@ -42,19 +44,20 @@ from durable.runtime import ledger
 from durable.runtime.fault_points import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
 from durable.runtime.heartbeat import lease_kept
 from durable.runtime.reconciler import reconcile_started
+from durable.runtime.visit import Visit, to_json
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.side_effects")  # the name operators filter on, kept across the move to runtime/
 
 
 @tracing.side_effect
-def perform(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
+def perform(visit: Visit, *, action: str, business_key: str, downstream: Downstream,
             payload: dict[str, Any]) -> dict[str, Any]:
     """Make the external action happen once, returning its recorded result."""
-    begun = begin(store, lease, step=step, action=action, business_key=business_key, downstream=downstream,
-                  payload=payload)
+    begun = begin(visit, action=action, business_key=business_key, downstream=downstream, payload=payload)
     if not isinstance(begun, Send):
         return begun
+    store, lease = visit.store, visit.lease
     begun.start(store, lease)
     with logs.bound(operation_id=begun.row.operation_id):
         try:
@@ -67,17 +70,34 @@ def perform(store: RunStore, lease: Lease, *, step: str, action: str, business_k
         return finish(store, lease, begun, outcome)
 
 
-def begin(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: Downstream,
+def begin(visit: Visit, *, action: str, business_key: str, downstream: Downstream,
           payload: dict[str, Any]) -> dict[str, Any] | Send:
-    """Prepare and re-enter: the recorded result if nothing is to be sent, else the Send still to start and make.
+    """Check, prepare and re-enter: the recorded result if nothing is to be sent, else the Send still to start
+    and make.
 
     ctx.parallel begins each of its side effects on the step's thread, then starts and sends them at once.
     """
-    row = prepare(store, lease, step=step, action=action, business_key=business_key, downstream=downstream.name,
-                  payload=payload)
+    payload = _checked(visit, action, business_key, payload)
+    row = prepare(visit.store, visit.lease, step=visit.step, action=action, business_key=business_key,
+                  downstream=downstream.name, payload=payload)
     with logs.bound(operation_id=row.operation_id):
         fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
-        return _reenter(store, lease, row, downstream)
+        return _reenter(visit.store, visit.lease, row, downstream)
+
+
+def _checked(visit: Visit, action: str, business_key: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload as recorded, once the step declares the action and what its code chose can be stored."""
+    if action not in visit.declared_side_effects:
+        raise NonRetryableError(
+            f"step {visit.step!r} performs side effect {action!r} but does not declare it; "
+            f"add side_effects=[{action!r}] to its @step (it is part of the topology fingerprint)",
+            kind="undeclared_side_effect",
+        )
+    payload = to_json(payload)
+    # Chosen by workflow code before anything is prepared or sent: refused, so nothing reaches the ledger.
+    refuse_unstorable(business_key, what=f"the business key of side effect {action!r}", kind="payload_not_storable")
+    refuse_unstorable(payload, what=f"the payload of side effect {action!r}", kind="payload_not_storable")
+    return payload
 
 
 # -- 1. Prepare ------------------------------------------------------------------------------------------------

@@ -11,37 +11,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, Protocol
-from uuid import UUID
+from typing import Any, NoReturn
 
 from django.db import transaction
 
 from durable import metrics
 from durable.conf import durable_settings
 from durable.engine.errors import ChildRunFailed, NonRetryableError, Waiting, refuse_unstorable
-from durable.engine.replay import RecordedCall
 from durable.engine.states import RunStatus
 from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
 from durable.errors import Conflict
 from durable.models import Run
 from durable.runtime import wakes
 from durable.runtime.fault_points import AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED, AFTER_EVENT_CONSUMED, fault_point
-from durable.store import Lease, RunStore
-
-
-class StepContext(Protocol):
-    """What a wait needs of the step context (durable/runtime/context.py, which imports this module)."""
-
-    run_id: UUID
-    step: str
-    visit: int
-    workflow_name: str
-    workflow_version: int
-    woke_from: dict[str, Any] | None
-    _store: RunStore
-    _lease: Lease
-
-    def _reserve(self, name: str) -> tuple[int, RecordedCall | None]: ...
+from durable.runtime.visit import Visit
 
 log = logging.getLogger("durable.waits")
 
@@ -51,100 +34,100 @@ SLEEP, WAIT_FOR_EVENT, START_CHILD, WAIT_CHILD = ("durable.sleep", "durable.wait
                                                    "durable.wait_child")
 
 
-def sleep_until(ctx: StepContext, until: datetime) -> None:
+def sleep_until(visit: Visit, until: datetime) -> None:
     """Return once the database's clock has reached `until`; until then the run is parked, not a worker."""
     if until.tzinfo is None:
         raise NonRetryableError(f"ctx.sleep_until needs an aware datetime, got {until!r}", kind="invalid_timer")
-    _timer(ctx, lambda: until)
+    _timer(visit, lambda: until)
 
 
-def sleep(ctx: StepContext, duration: timedelta) -> None:
+def sleep(visit: Visit, duration: timedelta) -> None:
     """Sleep `duration` from when the visit first reached this call, by the database's clock."""
     if duration < timedelta(0):
         raise NonRetryableError(f"ctx.sleep needs a duration >= 0, got {duration}", kind="invalid_timer")
-    _timer(ctx, lambda: ctx._store.db_now() + duration)
+    _timer(visit, lambda: visit.store.db_now() + duration)
 
 
-def _timer(ctx: StepContext, due_at: Callable[[], datetime]) -> None:
-    index, recorded = ctx._reserve(SLEEP)
+def _timer(visit: Visit, due_at: Callable[[], datetime]) -> None:
+    index, recorded = visit.reserve(SLEEP)
     if recorded is not None:
         return  # it fired in this visit before (recorded when it did)
-    waiting = _current(ctx, index, WaitKind.TIMER)
+    waiting = _current(visit, index, WaitKind.TIMER)
     due = waiting.until if waiting is not None and waiting.until is not None else due_at()
-    now = ctx._store.db_now()
+    now = visit.store.db_now()
     if now >= due:
-        ctx._store.end_wait(ctx._lease, ctx.step, index, SLEEP, {"fired": due.isoformat()},
-                            {"timer": "fired", "due": due.isoformat()})
+        visit.store.end_wait(visit.lease, visit.step, index, SLEEP, {"fired": due.isoformat()},
+                             {"timer": "fired", "due": due.isoformat()})
         return
-    waiting = WaitingFor(WaitKind.TIMER, ctx.step, ctx.visit, due, call_index=index)
-    ctx._store.park(ctx._lease, ctx.step, waiting.as_json(), due)
+    waiting = WaitingFor(WaitKind.TIMER, visit.step, visit.visit, due, call_index=index)
+    visit.store.park(visit.lease, visit.step, waiting.as_json(), due)
     left = (due - now).total_seconds()
     if wakes.arm_on_park and left < ARM_WITHIN_SWEEPS * durable_settings.DURABLE_SWEEP_SECONDS:  # before a sweep
-        wakes.arm(ctx.run_id, left)
-    _parked(ctx, waiting)
+        wakes.arm(visit.run_id, left)
+    _parked(visit, waiting)
 
 
-def wait_for_event(ctx: StepContext, names: str | Sequence[str], timeout: timedelta | None) -> Event | None:
+def wait_for_event(visit: Visit, names: str | Sequence[str], timeout: timedelta | None) -> Event | None:
     """The first event of `names` in the run's mailbox (arrived before the wait or after), consumed once; None
     when `timeout` passes first (by the database's clock)."""
     wanted = tuple(check_event_name(name) for name in ([names] if isinstance(names, str) else names))
     if not wanted:
         raise NonRetryableError("ctx.wait_for_event needs at least one event name", kind="invalid_wait")
-    index, recorded = ctx._reserve(WAIT_FOR_EVENT)
+    index, recorded = visit.reserve(WAIT_FOR_EVENT)
     if recorded is not None:
         return _event_of(recorded.result)
-    waiting = _current(ctx, index, WaitKind.EVENT)
-    now = ctx._store.db_now() if timeout is not None else None
+    waiting = _current(visit, index, WaitKind.EVENT)
+    now = visit.store.db_now() if timeout is not None else None
     deadline = waiting.until if waiting is not None else None
     if deadline is None and now is not None and timeout is not None:
         deadline = now + timeout
     if deadline is not None and now is not None and now >= deadline:
-        ctx._store.end_wait(ctx._lease, ctx.step, index, WAIT_FOR_EVENT, {"timeout": deadline.isoformat()},
-                            {"events": list(wanted), "timeout": deadline.isoformat()})
+        visit.store.end_wait(visit.lease, visit.step, index, WAIT_FOR_EVENT, {"timeout": deadline.isoformat()},
+                             {"events": list(wanted), "timeout": deadline.isoformat()})
         return None
-    description = WaitingFor(WaitKind.EVENT, ctx.step, ctx.visit, deadline, events=wanted, call_index=index)
-    taken = ctx._store.take_event_or_park(ctx._lease, ctx.step, index, WAIT_FOR_EVENT, wanted,
-                                          description.as_json(), deadline)
+    description = WaitingFor(WaitKind.EVENT, visit.step, visit.visit, deadline, events=wanted, call_index=index)
+    taken = visit.store.take_event_or_park(visit.lease, visit.step, index, WAIT_FOR_EVENT, wanted,
+                                           description.as_json(), deadline)
     if taken is not None:
-        fault_point(AFTER_EVENT_CONSUMED, operation_id=_call_id(ctx, index), action=WAIT_FOR_EVENT)
+        fault_point(AFTER_EVENT_CONSUMED, operation_id=_call_id(visit, index), action=WAIT_FOR_EVENT)
         return _event_of(taken)
-    _parked(ctx, description)
+    _parked(visit, description)
 
 
 def _event_of(result: dict[str, Any]) -> Event | None:
     return Event.from_json(result["event"]) if "event" in result else None
 
 
-def start_child(ctx: StepContext, workflow: str, input: dict[str, Any], business_key: str) -> ChildRun:
+def start_child(visit: Visit, workflow: str, input: dict[str, Any], business_key: str) -> ChildRun:
     """Start a run of `workflow` as this run's child, once per visit and key whatever crashes (invariant 19)."""
     refuse_unstorable(business_key, what=f"the business key of child run {workflow!r}", kind="payload_not_storable")
-    index, recorded = ctx._reserve(START_CHILD)
+    index, recorded = visit.reserve(START_CHILD)
     if recorded is not None:
         return ChildRun(**recorded.result)
-    started = ChildRun(_start_child_run(ctx, workflow, input, business_key), workflow, business_key)
-    fault_point(AFTER_CHILD_STARTED, operation_id=_call_id(ctx, index), action=START_CHILD)
-    ctx._store.record_child(ctx._lease, ctx.step, index, START_CHILD,
-                            {"run_id": started.run_id, "workflow": workflow, "business_key": business_key})
+    started = ChildRun(_start_child_run(visit, workflow, input, business_key), workflow, business_key)
+    fault_point(AFTER_CHILD_STARTED, operation_id=_call_id(visit, index), action=START_CHILD)
+    visit.store.record_child(visit.lease, visit.step, index, START_CHILD,
+                             {"run_id": started.run_id, "workflow": workflow, "business_key": business_key})
     return started
 
 
-def _start_child_run(ctx: StepContext, workflow: str, input: dict[str, Any], business_key: str) -> str:
+def _start_child_run(visit: Visit, workflow: str, input: dict[str, Any], business_key: str) -> str:
     """The child run's id: started now, or found by its start's key (the visit ran before). Started as the
     parent's creator's, so it is in the same scope (invariant 14: a tool's sweeper takes up its children)."""
     from durable.services import start_run  # the service starts every run: validation, contract, enqueue
 
-    key = child_start_key(str(ctx.run_id), ctx.visit, workflow, business_key)
+    key = child_start_key(str(visit.run_id), visit.visit, workflow, business_key)
     with transaction.atomic():
         # The parent's row first, fenced: a cancel of the parent that committed before finds no RUNNING parent
         # (LeaseLost: no child starts); one that comes after waits for this commit and finds the child to cancel.
-        ctx._store.fence(ctx._lease)
-        creator = Run.objects.select_related("created_by").only("created_by").get(id=ctx.run_id).created_by
+        visit.store.fence(visit.lease)
+        creator = Run.objects.select_related("created_by").only("created_by").get(id=visit.run_id).created_by
         try:
             child, _ = start_run(workflow=workflow, input=input, business_key=business_key, idempotency_key=key,
-                                 user=creator, source="parent", parent_run_id=ctx.run_id)
+                                 user=creator, source="parent", parent_run_id=visit.run_id)
         except Conflict as exc:  # the child workflow refuses a second active run for the key
             raise NonRetryableError(f"child run of {workflow} not started: {exc}", kind="child_not_started") from None
-        if child.parent_run_id != ctx.run_id:
+        if child.parent_run_id != visit.run_id:
             # The child workflow answers a start with its active run for the key (return_existing): that run is
             # not this one's child, would not wake it when it ends, nor be cancelled with it.
             raise NonRetryableError(
@@ -154,42 +137,42 @@ def _start_child_run(ctx: StepContext, workflow: str, input: dict[str, Any], bus
     return str(child.id)
 
 
-def wait_children(ctx: StepContext, children: Sequence[ChildRun]) -> list[Any]:
+def wait_children(visit: Visit, children: Sequence[ChildRun]) -> list[Any]:
     """The outputs of `children`, in the order given, once every one has ended; ChildRunFailed (non-retryable)
     for the first that did not succeed."""
     ids = tuple(child.run_id for child in children)
     if not ids:
         return []
-    index, recorded = ctx._reserve(WAIT_CHILD)
+    index, recorded = visit.reserve(WAIT_CHILD)
     ended = recorded.result if recorded is not None else None
     if ended is None:
-        description = WaitingFor(WaitKind.CHILD, ctx.step, ctx.visit, children=ids, call_index=index)
-        ended = ctx._store.children_or_park(ctx._lease, ctx.step, index, WAIT_CHILD, ids, description.as_json())
+        description = WaitingFor(WaitKind.CHILD, visit.step, visit.visit, children=ids, call_index=index)
+        ended = visit.store.children_or_park(visit.lease, visit.step, index, WAIT_CHILD, ids, description.as_json())
         if ended is None:
-            _parked(ctx, description)
-        fault_point(AFTER_CHILDREN_ENDED, operation_id=_call_id(ctx, index), action=WAIT_CHILD)
+            _parked(visit, description)
+        fault_point(AFTER_CHILDREN_ENDED, operation_id=_call_id(visit, index), action=WAIT_CHILD)
     for child in ended:
         if child["status"] != RunStatus.SUCCEEDED:
             raise ChildRunFailed(child["run_id"], child["workflow"], child["status"], child["error"])
     return [child["output"] for child in ended]
 
 
-def _current(ctx: StepContext, index: int, kind: WaitKind) -> WaitingFor | None:
+def _current(visit: Visit, index: int, kind: WaitKind) -> WaitingFor | None:
     """The wait this call started before the run was parked and woken, if it is this one: its due time holds."""
-    if not ctx.woke_from:
+    if not visit.woke_from:
         return None
-    waiting = WaitingFor.from_json(ctx.woke_from)
-    if (waiting.kind, waiting.step, waiting.visit, waiting.call_index) == (kind, ctx.step, ctx.visit, index):
+    waiting = WaitingFor.from_json(visit.woke_from)
+    if (waiting.kind, waiting.step, waiting.visit, waiting.call_index) == (kind, visit.step, visit.visit, index):
         return waiting
     return None
 
 
-def _call_id(ctx: StepContext, index: int) -> str:
+def _call_id(visit: Visit, index: int) -> str:
     """A wait's call as a fault point names it (once per call: a file name): run, visit, call index."""
-    return f"{ctx.run_id}.{ctx.visit}.{index}"
+    return f"{visit.run_id}.{visit.visit}.{index}"
 
 
-def _parked(ctx: StepContext, waiting: WaitingFor) -> NoReturn:
-    metrics.wait_started(ctx.workflow_name, ctx.workflow_version, waiting.kind.value)
+def _parked(visit: Visit, waiting: WaitingFor) -> NoReturn:
+    metrics.wait_started(visit.workflow_name, visit.workflow_version, waiting.kind.value)
     log.info("run waits for %s", waiting.describe())
     raise Waiting(waiting.describe())

@@ -35,7 +35,7 @@ _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()  # reusable: e
 
 
 class VisitContext(Protocol):
-    """What the spans read of a step's context (durable/runtime/context.py's StepContext)."""
+    """What the spans read of a visit (durable/runtime/visit.py's Visit, or the step context, which says the same)."""
 
     run_id: UUID
     workflow_name: str
@@ -137,7 +137,7 @@ def reused(ctx: VisitContext, name: str, index: int) -> None:
 
 
 def side_effect(fn: F) -> F:
-    """Decorates side_effects.perform(store, lease, *, step, action, business_key, ...): one span per side effect,
+    """Decorates side_effects.perform(visit, *, action, business_key, ...): one span per side effect,
     with its operation id and outcome."""
     return _through(fn, "side_effect")
 

@@ -189,9 +189,9 @@ class Spans:
     # -- Side effects ----------------------------------------------------------------------------------------
 
     def side_effect(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        lease = args[1]
+        visit = args[0]
         action, business_key = kwargs["action"], kwargs["business_key"]
-        attributes = _effect_attributes(str(lease.run_id), kwargs["step"], action, business_key)
+        attributes = _effect_attributes(str(visit.run_id), visit.step, action, business_key)
         attributes["durable.downstream"] = kwargs["downstream"].name
         with self._opened(f"side_effect {action}", attributes) as span:
             effect = _Effect(span)

@@ -13,6 +13,7 @@ would, with a capability that routes, through the step context (docs/agents.md):
 """
 from __future__ import annotations
 
+import functools
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,7 @@ from durable.agents.pydantic_ai.records import (
     usage_of,
 )
 from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_retries, tool_catalog_version
+from durable.context import Context
 from durable.downstream import Downstream
 from durable.engine.costs import Usage
 from durable.engine.errors import NonRetryableError, OperationConflict
@@ -111,7 +113,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
         self.prompt_release = prompt_release(self.name, agent)
         self.tool_catalog_version = tool_catalog_version(self.name, agent, self.side_effects, self.approvals)
 
-    def run(self, ctx: Any, user_prompt: str | Sequence[Any] | None = None, *, deps: Any = None,
+    def run(self, ctx: Context, user_prompt: str | Sequence[Any] | None = None, *, deps: Any = None,
             message_history: Sequence[ModelMessage] | None = None, **options: Any) -> AgentRunResult[OutputT]:
         """Run the agent as `agent.run(user_prompt, deps=..., ...)` would, from a step, with `ctx` its context.
 
@@ -142,7 +144,7 @@ _runs_in_visit: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary(
 class _Visit:
     """The step's side of one agent run: each thing the agent asks for, made through the step context."""
 
-    def __init__(self, durable_agent: DurableAgent[Any, Any], ctx: Any, session: Session) -> None:
+    def __init__(self, durable_agent: DurableAgent[Any, Any], ctx: Context, session: Session) -> None:
         self.agent = durable_agent
         self.ctx = ctx
         self.loop = session.loop
@@ -267,7 +269,7 @@ class _Visit:
             args = requests.validated_args.get(call.tool_call_id) or call.args_as_dict()
             try:
                 granted = self.ctx.request_approval(
-                    declared.kind, snapshot=lambda declared=declared, args=args: declared.snapshot(args), approve=declared.approve,
+                    declared.kind, snapshot=functools.partial(declared.snapshot, args), approve=declared.approve,
                     revalidate=declared.revalidate, expires_in=declared.expires_in, on_invalid=declared.on_invalid,
                     on_expiry=declared.on_expiry, approvers=declared.approvers)
             except NonRetryableError as refused:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from durable import NonRetryableError, OnActiveBusinessKey, RetryPolicy, Workflow, bound_to_run, register
+from durable import Context, NonRetryableError, OnActiveBusinessKey, RetryPolicy, Workflow, bound_to_run, register
 from durable.tools.demo import downstreams
 from durable.tools.demo.llm import planner_model
 from durable.tools.demo.refund_checks import (
@@ -58,14 +58,14 @@ claims_agent = register(Workflow(name="claims-agent", version=1, state=ClaimStat
 
 
 @claims_agent.step
-def planner(ctx: Any, state: ClaimState) -> ClaimState:
+def planner(ctx: Context, state: ClaimState) -> ClaimState:
     model = planner_model()
     state.plan = ctx.activity("llm.plan", model.plan, state.customer_message)
     return state
 
 
 @claims_agent.step
-def lookup(ctx: Any, state: ClaimState) -> ClaimState:
+def lookup(ctx: Context, state: ClaimState) -> ClaimState:
     # The planner read the customer's text: the order it names must be the run's own (invariant 13).
     order_id = bound_to_run((state.plan or {}).get("order_id"), expected=state.order_id, what="order")
     state.order = ctx.activity("orders.get", downstreams.get_order, order_id)
@@ -76,7 +76,7 @@ Claim = TypeVar("Claim", bound="ClaimState")  # v2's risk_check calls v1's step 
 
 
 @claims_agent.step
-def propose_refund(ctx: Any, state: Claim) -> Claim:
+def propose_refund(ctx: Context, state: Claim) -> Claim:
     plan, order = state.plan or {}, state.order or {}
     if plan.get("intent") != "refund":
         raise NonRetryableError("the planner found no refund request in the message", kind="business_rejection")
@@ -93,7 +93,7 @@ def propose_refund(ctx: Any, state: Claim) -> Claim:
 
 
 @claims_agent.step(side_effects=["refund"])
-def payment(ctx: Any, state: ClaimState) -> ClaimState:
+def payment(ctx: Context, state: ClaimState) -> ClaimState:
     proposal = state.proposed_refund or {}
     state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=downstreams.payments, payload={
         "order_id": proposal["order_id"], "amount": proposal["amount"], "currency": proposal["currency"],
@@ -102,7 +102,7 @@ def payment(ctx: Any, state: ClaimState) -> ClaimState:
 
 
 @claims_agent.step(side_effects=["ticket"])
-def ticket(ctx: Any, state: ClaimState) -> ClaimState:
+def ticket(ctx: Context, state: ClaimState) -> ClaimState:
     refund = state.refund or {}
     state.ticket = ctx.side_effect("ticket", business_key=state.order_id, downstream=downstreams.tickets, payload={
         "subject": f"Refund {refund.get('external_ref')} for {state.order_id}",
@@ -112,7 +112,7 @@ def ticket(ctx: Any, state: ClaimState) -> ClaimState:
 
 
 @claims_agent.step(side_effects=["notify"])
-def notify(ctx: Any, state: ClaimState) -> ClaimState:
+def notify(ctx: Context, state: ClaimState) -> ClaimState:
     refund = state.refund or {}
     state.notification = ctx.side_effect("notify", business_key=state.order_id, downstream=downstreams.notifications,
                                          payload={
@@ -151,7 +151,7 @@ claims_agent_v2.step(lookup)
 
 
 @claims_agent_v2.step
-def risk_check(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
+def risk_check(ctx: Context, state: ClaimStateV2) -> ClaimStateV2:
     state = propose_refund(ctx, state)
     amount = (state.proposed_refund or {})["amount"]
     approvers = approvers_for(amount)
@@ -161,7 +161,7 @@ def risk_check(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
 
 
 @claims_agent_v2.step
-def approval(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
+def approval(ctx: Context, state: ClaimStateV2) -> ClaimStateV2:
     order_id = (state.proposed_refund or {})["order_id"]
     state.approval = ctx.request_approval(
         "refund",
@@ -177,7 +177,7 @@ def approval(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
 
 
 @claims_agent_v2.step(name="payment", side_effects=["refund"])
-def pay_approved_refund(ctx: Any, state: ClaimStateV2) -> ClaimStateV2:
+def pay_approved_refund(ctx: Context, state: ClaimStateV2) -> ClaimStateV2:
     approved = (state.approval or {})["object"]  # pay exactly what was approved, nothing recomputed
     state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=downstreams.payments, payload={
         "order_id": approved["target"], "amount": approved["amount"], "currency": approved["currency"],

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import RetryPolicy, Workflow, register
+from durable import Context, RetryPolicy, Workflow, register
 from durable.tools.demo import downstreams
 
 REFUNDS_BEFORE_HOLD = 3  # a customer refunded this many times before is held
@@ -34,7 +34,7 @@ fraud_check = register(Workflow(
 
 
 @fraud_check.step
-def score(ctx: Any, state: FraudCheckState) -> FraudCheckState:
+def score(ctx: Context, state: FraudCheckState) -> FraudCheckState:
     history = ctx.activity("tools.past_tickets", downstreams.customer_tickets, state.order_id)
     refunds = [ticket for ticket in history.get("tickets") or () if "refund" in str(ticket).lower()]
     held = len(refunds) >= REFUNDS_BEFORE_HOLD

@@ -24,6 +24,7 @@ output lists it for the operator.
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from durable import (
     Budget,
+    Context,
     NonRetryableError,
     OperationConflict,
     RetryPolicy,
@@ -106,7 +108,7 @@ def conversation(data: BaseModel) -> SupportState:
 
 
 @support_agent.step(next=["act", "answer"])
-def think(ctx: Any, state: SupportState) -> Any:
+def think(ctx: Context, state: SupportState) -> Any:
     # One model call per visit: a visit re-executed after a crash takes its recorded answer, a later one asks.
     # A model call: what it used is recorded and priced with its answer, and the run's budget is checked first.
     reply = ctx.activity("llm.chat", support_model().chat, state.messages, TOOLS, usage=reported_usage)
@@ -115,7 +117,7 @@ def think(ctx: Any, state: SupportState) -> Any:
 
 
 @support_agent.step(next=["think"], side_effects=["refund", "email"])
-def act(ctx: Any, state: SupportState) -> SupportState:
+def act(ctx: Context, state: SupportState) -> SupportState:
     # The approval and the side effects are called here, in the step's own body, where the launch checks read
     # them (durable/engine/step_source.py); the helpers below only parse, bind and shape.
     calls = state.messages[-1].get("tool_calls") or []
@@ -137,7 +139,7 @@ def act(ctx: Any, state: SupportState) -> SupportState:
                         if verdict["risk"] != "low":
                             raise ToolError(f"the fraud check held the refund: {verdict['reason']}")
                     approved = ctx.request_approval(
-                        "refund", snapshot=lambda order_id=order_id: refund_facts(order_id), approve=refund_to_approve,
+                        "refund", snapshot=functools.partial(refund_facts, order_id), approve=refund_to_approve,
                         revalidate=revalidate_refund, expires_in=timedelta(days=3), on_invalid="ask_again",
                         on_expiry="fail", approvers=refund_approvers)["object"]
                     # Exactly what was approved, to the order approved: nothing of it from the model.
@@ -177,7 +179,7 @@ def act(ctx: Any, state: SupportState) -> SupportState:
 
 
 @support_agent.step
-def answer(ctx: Any, state: SupportState) -> Any:
+def answer(ctx: Context, state: SupportState) -> Any:
     state.answer = state.messages[-1].get("content") or ""
     return support_agent.finish(state)
 
@@ -230,7 +232,7 @@ def _told_to_the_model(state: SupportState, answers: dict[int, Any], n: int) -> 
         answers[n] = {"error": f"a human rejected the refund: {error}"}
 
 
-def _look_up(ctx: Any, state: SupportState, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
+def _look_up(ctx: Context, state: SupportState, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:
     """The lookups the model asked for, made at once; each recorded under its own index, in the order asked."""
     answers: dict[int, Any] = {}
     allowed: list[int] = []
@@ -272,7 +274,7 @@ def _email(state: SupportState, arguments: dict[str, Any]) -> tuple[str, str, st
     return state.order["customer"], subject, f"{subject}\n\n{body}"
 
 
-def _sent_together(ctx: Any, state: SupportState, emails: dict[int, Any], answers: dict[int, Any]) -> dict[int, Any]:
+def _sent_together(ctx: Context, state: SupportState, emails: dict[int, Any], answers: dict[int, Any]) -> dict[int, Any]:
     """The turn's emails, sent at once (`ctx.parallel`), each a side effect of its own through the ledger.
 
     An email asked before with another text is refused as the group is prepared, before anything is sent;

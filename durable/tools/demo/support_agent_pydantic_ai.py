@@ -40,7 +40,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import UsageLimits
 
-from durable import RetryPolicy, UntrustedOutputRefused, Workflow, bound_to_run, register
+from durable import Context, RetryPolicy, UntrustedOutputRefused, Workflow, bound_to_run, register
 from durable.agents.pydantic_ai import Approval, DurableAgent, Operation, SideEffectTool, approved
 from durable.tools.demo import downstreams
 from durable.tools.demo.llm import support_model
@@ -200,7 +200,7 @@ support_agent_pydantic_ai = register(Workflow(
 
 
 @support_agent_pydantic_ai.step(side_effects=["refund", "email"])
-def converse(ctx: Any, state: SupportConversation) -> SupportConversation:
+def converse(ctx: Context, state: SupportConversation) -> SupportConversation:
     result = support.run(ctx, state.customer_message, deps=SupportDeps(state.order_id),
                          usage_limits=UsageLimits(request_limit=REQUEST_LIMIT))
     state.messages = ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json")

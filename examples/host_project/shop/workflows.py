@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from durable import RetryPolicy, Revalidation, Workflow, register
+from durable import Context, RetryPolicy, Revalidation, Workflow, register
 from shop import downstream
 
 
@@ -58,13 +58,13 @@ def revalidate_refund(snapshot: dict[str, Any]) -> Revalidation:
 
 
 @refund.step
-def load_order(ctx: Any, state: RefundState) -> RefundState:
+def load_order(ctx: Context, state: RefundState) -> RefundState:
     state.order = ctx.activity("orders.get", downstream.get_order, state.order_id)
     return state
 
 
 @refund.step
-def approval(ctx: Any, state: RefundState) -> RefundState:
+def approval(ctx: Context, state: RefundState) -> RefundState:
     order_id = state.order_id
     state.approval = ctx.request_approval(
         "refund",
@@ -79,7 +79,7 @@ def approval(ctx: Any, state: RefundState) -> RefundState:
 
 
 @refund.step(side_effects=["refund"])
-def pay(ctx: Any, state: RefundState) -> RefundState:
+def pay(ctx: Context, state: RefundState) -> RefundState:
     approved = (state.approval or {})["object"]  # exactly what the approver approved
     state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=downstream.refunds, payload={
         "order_id": approved["target"], "amount": approved["amount"], "currency": approved["currency"]})
@@ -87,7 +87,7 @@ def pay(ctx: Any, state: RefundState) -> RefundState:
 
 
 @refund.step(side_effects=["notice"])
-def notify(ctx: Any, state: RefundState) -> RefundState:
+def notify(ctx: Context, state: RefundState) -> RefundState:
     state.notice = ctx.side_effect("notice", business_key=state.order_id, downstream=downstream.notices, payload={
         "message": f"We refunded {(state.refund or {}).get('amount')} for {state.order_id}: {state.reason}"})
     return state

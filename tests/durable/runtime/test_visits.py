@@ -153,9 +153,9 @@ def test_a_lost_lease_during_parallel_calls_writes_none_of_their_results(tmp_pat
     run = start("test-parallel", calls_file=str(tmp_path / "calls"), delays=[0.2, 0.2, 0.2])
     real_make = parallel._make
 
-    def taken_meanwhile(ctx, pending, results, of):
-        Run.objects.filter(id=run.id).update(fencing_token=ctx._lease.token + 1)  # a second worker's claim
-        return real_make(ctx, pending, results, of)
+    def taken_meanwhile(visit, pending, results, of):
+        Run.objects.filter(id=run.id).update(fencing_token=visit.lease.token + 1)  # a second worker's claim
+        return real_make(visit, pending, results, of)
 
     monkeypatch.setattr(parallel, "_make", taken_meanwhile)
     outcome = executor.advance(run.id)

@@ -13,9 +13,11 @@ from django.utils import timezone
 
 from durable import services
 from durable.engine.errors import LeaseLost
+from durable.engine.replay import ReplayCursor
 from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.runtime import wakes
+from durable.runtime.visit import Visit
 from durable.store import base
 from durable.tools.workload import tool_account
 from tests.conftest import user_with_roles
@@ -199,9 +201,9 @@ def test_a_lost_lease_starts_no_child(tmp_path):
     Run.objects.filter(id=run.id).update(fencing_token=lease.token + 1)  # another worker took it over
     from durable.runtime.waits import _start_child_run
 
-    class Ctx:
-        run_id, step, visit, _store, _lease = run.id, "delegate", 0, store, lease
-
+    visit = Visit(run_id=run.id, business_key=run.business_key, workflow_name=run.workflow_name,
+                  workflow_version=run.workflow_version, step="delegate", attempt=1, lease=lease, store=store,
+                  cursor=ReplayCursor("delegate", []))
     with pytest.raises(LeaseLost):
-        _start_child_run(Ctx(), "test-child", {"value": 1}, "child-x")
+        _start_child_run(visit, "test-child", {"value": 1}, "child-x")
     assert not Run.objects.filter(parent_run=run).exists()
