@@ -63,7 +63,7 @@ class Tab:
 
 
 # Both are `IN (subquery)` over the user's own few rows, read once through their indexes: a join to durable_run or
-# an EXISTS per pending request costs a pass over every run (200 ms at a million runs, docs/benchmarks.md).
+# an EXISTS per pending request costs a pass over every run (200 ms at a million runs, docs/benchmarks-log.md).
 def _decided_by(user: Person) -> Q:
     return Q(id__in=ApprovalDecision.objects.filter(user_id=user.pk).values("request_id"))
 

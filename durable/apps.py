@@ -14,6 +14,7 @@ class DurableConfig(AppConfig):
 
         from durable import (
             checks,  # noqa: F401  registers the launch checks
+            fleet,
             role_audit,
             security,
             tracing,
@@ -26,6 +27,7 @@ class DurableConfig(AppConfig):
 
         discover(durable_settings.DURABLE_WORKFLOW_MODULES)
         tracing.start_if_asked()  # DURABLE_OTEL: instruments this process, before it loads any middleware
+        fleet.connect_web()  # a web process records itself at its first request (its workflows, for errors)
         role_audit.connect()
         timezones.connect()
         notifications.connect()

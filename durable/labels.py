@@ -28,7 +28,8 @@ FIELD_LABELS: dict[str, str] = {
     # bulk actions and notifications
     "runs": "Runs", "events": "Events", "channels": "Channels",
     # what runs cost
-    "tokens": "Token budget", "cost": "Cost budget", "cost_min": "Cost at least", "tokens_min": "Tokens at least",
+    "tokens": "LLM-token budget", "cost": "Cost budget", "cost_min": "Cost at least",
+    "tokens_min": "LLM tokens at least",
     "order": "Order", "waiting_on_budget": "Waiting on budget",
 }
 

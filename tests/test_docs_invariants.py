@@ -5,12 +5,14 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "invariants.md"
-CITING = ("durable", "approvals", "reconciliation", "tests", "docs")
-CITING_SUFFIXES = (".py", ".md", ".html")
+from tests.pages import ROOT, tracked_texts
 
-# "invariant 9", "DESIGN invariant 9", "invariants 3 and 4", "invariants 3, 4, 6", wrapped over a comment's lines.
+PAGE = ROOT / "docs" / "invariants.md"
+CITING_SUFFIXES = (".py", ".md", ".html", ".txt", ".toml", ".yml", ".yaml", ".cfg")
+# The design document the first comments cited is not in the repository: a citation names docs/invariants.md.
+ELSEWHERE = re.compile(r"\bDESIGN(?:\.md)?[\s#*]+(?i:invariant)")
+
+# "invariant 9", "invariants 3 and 4", "invariants 3, 4, 6", wrapped over a comment's lines.
 CITATION = re.compile(r"\binvariants?\s+(\d+(?:(?:\s*,\s*|\s+and\s+)\d+)*)", re.IGNORECASE)
 COMMENT_WRAP = re.compile(r"\n[ \t]*#[ \t]*")
 STATED = re.compile(r"^#{2,3} (\d+)\. ", re.MULTILINE)
@@ -27,11 +29,11 @@ def citations(text: str) -> Iterator[tuple[int, int]]:
             yield line, int(number)
 
 
-def citing_files() -> Iterator[Path]:
-    for top in CITING:
-        for path in sorted((ROOT / top).rglob("*")):
-            if path.suffix in CITING_SUFFIXES and path.is_file():
-                yield path
+def citing_texts() -> Iterator[tuple[Path, str]]:
+    """Every tracked file of code, docs, templates or configuration, wherever it is in the tree."""
+    for path, text in tracked_texts():
+        if path.suffix in CITING_SUFFIXES:
+            yield path, text
 
 
 def stated() -> list[int]:
@@ -45,7 +47,7 @@ def anchor(heading: str) -> str:
 
 def test_citations_are_read_as_written_singly_in_lists_and_across_wrapped_comment_lines():
     text = ("x = 1  # a write fenced by its token (invariant 9)\n"
-            '"""Crashes inside a side effect (invariants 3, 4, 6), a deploy (DESIGN invariants 7 and 8)."""\n'
+            '"""Crashes inside a side effect (invariants 3, 4, 6), a deploy (invariants 7 and 8)."""\n'
             "# the sweeper re-sends it instead (invariant\n"
             "#  11). An invariant of the ledger is not a citation.\n")
     assert list(citations(text)) == [(1, 9), (2, 3), (2, 4), (2, 6), (2, 7), (2, 8), (3, 11)]
@@ -60,9 +62,23 @@ def test_the_page_states_the_invariants_in_order_from_one():
 def test_every_invariant_cited_in_the_code_tests_and_docs_is_stated_on_the_page():
     known = set(stated())
     cited = {(path.relative_to(ROOT).as_posix(), line, number)
-             for path in citing_files() for line, number in citations(path.read_text())}
+             for path, text in citing_texts() for line, number in citations(text)}
     assert len({number for _, _, number in cited}) >= 14, "the scan found too few citations to be reading the code"
     assert sorted(c for c in cited if c[2] not in known) == []
+
+
+def test_a_citation_of_the_design_document_is_caught_wherever_it_is_written():
+    cited = ["(DESIGN invariant 9)", "DESIGN invariants 7 and 8", "DESIGN.md invariant 3", "DESIGN\n# invariant 4"]
+    assert [bool(ELSEWHERE.search(text)) for text in cited] == [True] * 4
+    assert not ELSEWHERE.search("the design's invariant 9, in docs/invariants.md")
+
+
+def test_no_file_in_the_tree_cites_an_invariant_of_a_design_document_the_repository_does_not_have():
+    this_file = Path(__file__).resolve()
+    citing = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+              for path, text in tracked_texts() if path.resolve() != this_file
+              for match in ELSEWHERE.finditer(text)]
+    assert citing == []
 
 
 def test_every_module_and_test_the_page_names_exists():

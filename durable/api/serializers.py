@@ -71,13 +71,14 @@ class MoneyField(serializers.DecimalField):
 
 class RaiseBudgetSerializer(ReasonSerializer):
     tokens = serializers.IntegerField(min_value=1, max_value=MAX_TOKENS, required=False,
-                                      help_text="the run's new token budget (input and output tokens together)")
+                                      help_text="the run's new LLM-token budget (input and output LLM tokens together)")
     cost = MoneyField(min_value=0, required=False, help_text="the run's new cost budget, in the currency of "
                                                              "DURABLE_LLM_PRICES, as a decimal string")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("tokens") is None and attrs.get("cost") is None:
-            raise serializers.ValidationError({"tokens": ["give the new token budget, the new cost budget, or both"]})
+            raise serializers.ValidationError(
+                {"tokens": ["give the new LLM-token budget, the new cost budget, or both"]})
         return attrs
 
 

@@ -9,7 +9,7 @@ from durable.engine.ids import OPERATION_ID_PATTERN
 
 
 class OperationIdConverter:
-    """A ledger operation id: 32 lowercase hexadecimal characters (DESIGN invariant 1)."""
+    """A ledger operation id: 32 lowercase hexadecimal characters (invariant 1, docs/invariants.md)."""
 
     regex = OPERATION_ID_PATTERN
 

@@ -91,7 +91,7 @@ class BudgetForm(ActionForm):
         cleaned = super().clean() or {}
         if cleaned.get("tokens") is None and cleaned.get("cost") is None and not self.has_error("tokens") \
                 and not self.has_error("cost"):
-            self.add_error("tokens", "give the new token budget, the new cost budget, or both")
+            self.add_error("tokens", "give the new LLM-token budget, the new cost budget, or both")
         return cleaned
 
 

@@ -32,7 +32,7 @@ class StepDrawing:
     asked_approval: bool  # the run asked a human for an approval in this step
     goes_to: str  # where the step may go, in words
     current: bool  # where the run is now
-    under_way: bool = False  # the run is at this step and not ended: its visit #visits+1 is under way or due
+    under_way: bool = False  # the run is at this step and not ended: its visit `name #visits+1` is under way or due
 
     @property
     def is_end(self) -> bool:
@@ -55,7 +55,7 @@ class StepDrawing:
     def visits_said(self) -> str:
         """The visits in words, for the node's title and the table."""
         done = f"{self.visits} visit{'' if self.visits == 1 else 's'} finished"
-        return done + (f", visit #{self.visits + 1} under way" if self.under_way else "")
+        return done + (f", {self.name} #{self.visits + 1} under way" if self.under_way else "")
 
     @property
     def note(self) -> str:

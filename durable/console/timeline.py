@@ -184,8 +184,7 @@ def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, st
         shown = {"ended": entry.detail, "returned": (wait_records or {})[(entry.visit, entry.call_index)]}
     if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
         done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
-        summary = (f"side effect {entry.name} asked again: already done in visit #{done_in.rpartition('#')[2]} "
-                   f"({done_in}), the recorded result was reused")
+        summary = f"side effect {entry.name} asked again: already done in {done_in}, the recorded result was reused"
     return Entry(entry.created_at, kind, entry.step, summary, detail=shown, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id),

@@ -3,7 +3,7 @@
 An approval binds to the snapshot the approver saw (its hash) and to the approval object
 (what exactly is approved: action, amount, target). Before the run acts, the workflow's
 revalidation re-reads the business preconditions; if they no longer hold the approval is
-INVALIDATED and the run takes its declared path instead (DESIGN invariant 8).
+INVALIDATED and the run takes its declared path instead (invariant 8, docs/invariants.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Errors and their classification: retryable or not, decided once (DESIGN invariant 6), by these rules.
+"""Errors and their classification: retryable or not, decided once (invariant 6, docs/invariants.md).
 
 An error may carry its own classification (`ActivityError`), and a downstream adapter may classify its own
 errors (`durable.downstream.classify_error`); everything else is classified by `classify` below.
@@ -128,7 +128,7 @@ class AmbiguousOutcome(DurableError):
 
 
 class NeedsAttention(DurableError):
-    """An operation is UNKNOWN: the run waits for an operator (DESIGN invariant 4)."""
+    """An operation is UNKNOWN: the run waits for an operator (invariant 4, docs/invariants.md)."""
 
     def __init__(self, message: str, *, operation_id: str) -> None:
         super().__init__(storable_text(message))  # it becomes the run's error: text from a business key

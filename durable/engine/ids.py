@@ -23,10 +23,10 @@ OPERATION_ID_FORMULA = 'sha256("run_id:action:business_key")[:32]'
 
 
 def operation_id(run_id: str, action: str, business_key: str) -> str:
-    """The ledger key and downstream Idempotency-Key of one side effect (DESIGN invariant 1).
+    """The ledger key and downstream Idempotency-Key of one side effect (invariant 1, docs/invariants.md).
 
     A logical side effect is named by run, action and business key, whichever step or visit asks
-    (DESIGN invariant 16): a loop or another step asking again gets the recorded result.
+    (invariant 16, docs/invariants.md): a loop or another step asking again gets the recorded result.
     """
     return sha256_hex(f"{run_id}:{action}:{business_key}")[:32]
 

@@ -102,7 +102,7 @@ def on_reentry(status: OperationStatus | str, *, resolved_by_hand: bool = False)
 
 
 class Reconciliation(StrEnum):
-    """How a STARTED (possibly sent) operation is settled, and what the reconciler decided (DESIGN invariant 3).
+    """How a STARTED (maybe sent) operation is settled, what the reconciler decided (invariant 3, docs/invariants.md).
 
     `reconciliation_for` chooses the path from the downstream's capabilities: RETRY_SAME_KEY, LOOK_UP or
     UNKNOWN. A lookup ends FOUND or NOT_FOUND. Those four DECISIONS are what the journal and the

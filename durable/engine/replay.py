@@ -1,4 +1,4 @@
-"""Replay of recorded activity calls within one step (DESIGN invariant 5)."""
+"""Replay of recorded activity calls within one step (invariant 5, docs/invariants.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -158,7 +158,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # statements (DURABLE_PREPARE_STATEMENTS, durable/store/postgres.py). Nothing else is prepared:
     # psycopg's prepare_threshold stays None (Django's default), because a prepared console query
     # gets a generic plan after five runs, and a generic plan for a search LIKE over the trigram
-    # indexes took 15 ms searches to 365 ms (docs/benchmarks.md).
+    # indexes took 15 ms searches to 365 ms (docs/benchmarks-log.md).
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env_bool(
         "DURABLE_DB_SERVER_SIDE_BINDING", True)
 
@@ -285,7 +285,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
     if CELERY_BROKER_URL.startswith("filesystem")
     # Redis: no acknowledgement emulation. With it kombu keeps every delivered message in an "unacked"
     # hash and zset until the ack, two more Redis round trips a task (about 10% of one worker's
-    # steps/s, docs/benchmarks.md), to re-send it only after visibility_timeout (1 hour) when a worker
+    # steps/s, docs/benchmarks-log.md), to re-send it only after visibility_timeout (1 hour) when a worker
     # died holding it; the sweeper re-sends such a run at its first sweep after the run's lease ran
     # out instead (invariant 9). A worker stopped politely still puts its unstarted
     # messages back. DURABLE_REDIS_ACK_EMULATION=true restores kombu's default.

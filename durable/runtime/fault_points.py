@@ -33,11 +33,6 @@ def add_hook(hook: Hook) -> None:
         _hooks.append(hook)
 
 
-def remove_hook(hook: Hook) -> None:
-    if hook in _hooks:
-        _hooks.remove(hook)
-
-
 def fault_point(point: str, *, operation_id: str, action: str) -> None:
     """A side-effecting call reached `point` of operation `operation_id` (action `action`)."""
     for hook in _hooks:

@@ -83,7 +83,7 @@ def count_prevented_duplicate(store: RunStore, lease: Lease, row: SideEffect) ->
     with transaction.atomic():
         store.fence(lease)
         SideEffect.objects.filter(operation_id=row.operation_id).update(duplicates_prevented=F("duplicates_prevented") + 1)
-        # Which visit did it: a loop asking again is told "already done in visit #N" (the timeline counts N).
+        # The visit that did it, by its checkpoint's seq (the timeline names it "pay #N" to a loop asking again).
         store.journal(lease, JournalEntry.Kind.DUPLICATE_PREVENTED, row.step, name=row.action_name,
                       detail={"operation_id": row.operation_id, "external_ref": row.external_ref,
                               "done_in_visit": row.visit})

@@ -1,7 +1,7 @@
 """The side-effect boundary: one side-effecting call, Prepare -> Execute -> Commit, before the step's checkpoint.
 
-Read top to bottom, the phases come in the order a call crosses them (DESIGN invariants 2 and 3, in
-docs/ledger-and-reconciliation.md):
+Read top to bottom, the phases come in the order a call crosses them (invariants 2 and 3,
+docs/invariants.md; the ledger in docs/ledger-and-reconciliation.md):
 
 1. Prepare: the action checked against the step's declared side effects and the payload as storable, then
    the operation id, sha256("run_id:action:business_key")[:32] (the ledger's key and the

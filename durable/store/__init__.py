@@ -1,4 +1,4 @@
-"""The executor's writes to the database, each fenced by the lease's token (DESIGN invariant 9).
+"""The executor's writes to the database, each fenced by the lease's token (invariant 9, docs/invariants.md).
 
 `store()` picks the backend: the portable ORM store, or the Postgres store whose step
 commit is a single statement (one round trip, one commit).

@@ -2,7 +2,7 @@
 
 With CONN_HEALTH_CHECKS, Django sends `SELECT 1` before the first query of every request, and a worker's
 task is one: one more round trip per run, each run being a claim, its steps and a finish (about 6% of a
-busy worker's throughput, docs/benchmarks.md). A connection whose last statement came back less than
+busy worker's throughput, docs/benchmarks-log.md). A connection whose last statement came back less than
 PROVEN_SECONDS ago is taken as proven, as Django takes it for the rest of a request once checked. A
 connection that died inside that second fails the task's first statement instead: the task ends with
 the error, nothing is written, the connection is replaced when the task ends (Django checks a

@@ -22,7 +22,7 @@ from durable.store.in_flight import settle, wrapped
 def prepared() -> Iterator[None]:
     """The statements run inside are prepared on the server at their first run on this connection and reused
     after: the executor's few statements, run again and again, skip parsing and planning (a step write 0.47 ->
-    0.35 ms, docs/benchmarks.md). Only these: the console's queries keep custom plans for the values they are
+    0.35 ms, docs/benchmarks-log.md). Only these: the console's queries keep custom plans for the values they are
     given. With client-side binding (Django's default) psycopg prepares nothing, and this changes nothing."""
     if not durable_settings.DURABLE_PREPARE_STATEMENTS:
         yield

@@ -1,4 +1,4 @@
-"""Approvals on the demo claims-agent v2, advanced in this process against the sandbox (DESIGN invariant 8)."""
+"""Approvals on the demo claims-agent v2, advanced here against the sandbox (invariant 8, docs/invariants.md)."""
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from threading import Barrier

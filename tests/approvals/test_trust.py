@@ -1,4 +1,4 @@
-"""Attacks on the approval boundary (issue "Trust", DESIGN invariants 8 and 10), each performed as found."""
+"""Attacks on the approval boundary ("Trust"; invariants 8 and 10, docs/invariants.md), each as found."""
 from datetime import timedelta
 
 import pytest

@@ -1,4 +1,4 @@
-"""A deploy lands while a run waits for approval (DESIGN invariants 7 and 8), on real worker processes.
+"""A deploy lands while a run waits for approval (invariants 7 and 8, docs/invariants.md), on real worker processes.
 
 Deploy 1 has lookup -> approval -> payment; deploy 2 inserts risk_check. A worker loads only
 the versions it was deployed with (DURABLE_WORKFLOW_MODULES).

@@ -5,12 +5,14 @@ import os
 import socket
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from durable import fleet
 from durable.models import Process
+from durable.tools.processes import WebProcess
 from tests.conftest import ALL_RUN_PERMS, make_user
 
 pytestmark = pytest.mark.django_db
@@ -64,6 +66,20 @@ def test_a_web_process_records_itself_at_its_first_request_from_a_real_server_an
     fleet._web_seen_at[0] -= fleet.PROCESS_BEAT_SECONDS
     fleet._web_request(sender=None, environ=gunicorn)
     assert Process.objects.get(pid=os.getpid()).last_seen >= row.last_seen
+
+
+@pytest.mark.django_db(transaction=True)  # the gunicorn process reads and writes the committed test database
+def test_a_real_gunicorn_process_records_itself_and_its_workflows_at_its_first_request(tmp_path):
+    web = WebProcess(log_path=tmp_path / "web.log").start()
+    try:
+        assert not Process.objects.filter(kind=Process.Kind.WEB).exists()  # started, not yet asked anything
+        answer = httpx.get(f"{web.url}/accounts/login/", timeout=30)
+        assert answer.status_code == 200, answer.text
+        row = Process.objects.get(kind=Process.Kind.WEB)  # written before the request was answered
+    finally:
+        web.stop()
+    assert web.process is not None and row.pid != os.getpid()  # gunicorn's worker, not this test process
+    assert row.hostname == socket.gethostname() and "test-counting@1" in row.workflows
 
 
 def test_an_unknown_workflow_names_the_live_workers_that_have_it_and_what_to_restart():

@@ -100,7 +100,7 @@ def test_raising_the_budget_resumes_the_run_and_is_audited(api, stopped):
 
 
 @pytest.mark.parametrize(("body", "field", "says"), [
-    ({}, "tokens", "give the new token budget"),
+    ({}, "tokens", "give the new LLM-token budget"),
     ({"tokens": 300}, "tokens", "above the run's token budget, 300 tokens"),
     ({"tokens": 350}, "tokens", "above what the run has used, 360 tokens"),
     ({"tokens": 0}, "tokens", "greater than or equal to 1"),

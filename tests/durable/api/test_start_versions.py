@@ -1,4 +1,4 @@
-"""New runs start on a workflow's current version (DESIGN invariant 12): the attack that skipped an approval."""
+"""New runs start on the current version (invariant 12, docs/invariants.md): the attack that skipped an approval."""
 import pytest
 
 from durable import services

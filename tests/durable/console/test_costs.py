@@ -47,8 +47,8 @@ def text(html: str) -> str:
 
 def test_the_run_page_shows_tokens_and_cost_per_step_visit_and_for_the_run_with_its_budget(ops, stopped):
     page = text(ops.get(detail_url(stopped)).content.decode())
-    assert "Model calls Tokens 360 (300 in, 60 out) Cost 0.000081 Budget 300 tokens" in page
-    assert ("Step visit Model calls Input tokens Output tokens Cost think #1 1 100 20 0.000027 "
+    assert "Model calls LLM tokens 360 (300 in, 60 out) Cost 0.000081 Budget 300 LLM tokens" in page
+    assert ("Step visit Model calls Input LLM tokens Output LLM tokens Cost think #1 1 100 20 0.000027 "
             "think #2 1 100 20 0.000027 think #3 1 100 20 0.000027") in page
     assert "activity llm.chat #0 recorded; model test-model, 100 in + 20 out tokens, cost 0.000027" in page
     assert ("Stopped by its budget before a model call: the run used 360 tokens of its budget of 300 tokens before "
@@ -57,7 +57,7 @@ def test_the_run_page_shows_tokens_and_cost_per_step_visit_and_for_the_run_with_
 
 def test_without_the_contents_permissions_the_page_shows_the_run_s_totals_not_its_visits(stopped):
     page = text(client_for(make_user("watcher", VIEW)).get(detail_url(stopped)).content.decode())
-    assert "Tokens 360 (300 in, 60 out) Cost 0.000081" in page and "Step visit" not in page
+    assert "LLM tokens 360 (300 in, 60 out) Cost 0.000081" in page and "Step visit" not in page
 
 
 def test_a_model_without_a_price_shows_its_cost_as_unknown_never_0(ops, tmp_path, settings):
@@ -92,7 +92,7 @@ def test_a_confirmed_raise_resumes_the_run_audited_from_the_console(ops, stopped
 
 
 @pytest.mark.parametrize(("form", "says"), [
-    (confirmed(), "give the new token budget, the new cost budget, or both"),
+    (confirmed(), "give the new LLM-token budget, the new cost budget, or both"),
     (confirmed(tokens="200"), "must be above the run's token budget, 300 tokens"),
     (confirmed(tokens="330"), "must be above what the run has used, 360 tokens"),
     (confirmed(cost="1"), "the run has no cost budget to raise"),
@@ -139,7 +139,7 @@ def listed(client, query: str) -> list[str]:
 def test_the_runs_list_shows_tokens_and_cost_and_sorts_and_filters_by_them(ops):
     costly_runs()
     row = text(ops.get(runs_url()).content.decode())
-    assert "Tokens Cost" in row and "dear SUCCEEDED" in row
+    assert "LLM tokens Cost" in row and "dear SUCCEEDED" in row
     assert listed(ops, "order=cost") == ["dear", "middling", "cheap"]
     assert listed(ops, "order=tokens") == ["middling", "cheap", "dear"]
     assert listed(ops, "order=cost&cost_min=0.4") == ["dear", "middling"]
@@ -165,7 +165,7 @@ def test_a_bad_cost_filter_or_page_is_a_400_naming_it(ops):
 def test_the_overview_counts_the_runs_waiting_on_their_budget_and_the_last_day_s_spending(ops, stopped):
     page = ops.get(reverse("durable:overview")).content.decode()
     assert re.search(r'waiting_on_budget=true" class="budget-runs">1 run</a>', page)
-    assert "Model calls of the runs started 360 tokens cost 0.000081" in text(page)
+    assert "Model calls of the runs started 360 LLM tokens cost 0.000081" in text(page)
     assert "order=cost" in page
     assert listed(ops, "waiting_on_budget=true") == [] and stopped.business_key in ops.get(
         f"{runs_url()}?waiting_on_budget=true").content.decode()

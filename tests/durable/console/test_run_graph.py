@@ -55,7 +55,7 @@ def test_the_step_the_run_is_at_is_marked_and_said_in_words(viewer):
     assert [name for name, cls in node_classes(svg).items() if "graph-current" in cls] == ["refund"]
     assert "the run is now at refund." in svg  # the <desc> a screen reader reads
     assert "refund (now)" in strip_tags(html)  # and the table
-    assert re.search(r'data-step="refund">\s*<title>refund: 0 visits finished, visit #1 under way \(the run is here\)', svg)
+    assert re.search(r'data-step="refund">\s*<title>refund: 0 visits finished, refund #1 under way \(the run is here\)', svg)
     assert ">#1 now</text>" in svg
 
 
@@ -109,7 +109,7 @@ def test_the_picture_is_accessible_and_scales_to_the_screen(viewer):
     assert 'role="img"' in svg and "<title id=\"run-graph-title\">" in svg and "<desc id=\"run-graph-desc\">" in svg
     assert "style=" not in svg  # the CSP refuses inline styles: classes only
     table = re.search(r'<details class="graph-table">.*?</details>', html, re.S).group(0)
-    assert "<td>triage <strong>(now)</strong></td><td>0 visits finished, visit #1 under way</td><td>refund, reply</td>" in table
+    assert "<td>triage <strong>(now)</strong></td><td>0 visits finished, triage #1 under way</td><td>refund, reply</td>" in table
     assert "<td>refund</td><td>0 visits finished</td><td>reply (the next step)</td>" in table
     assert "<td>reply</td><td>0 visits finished</td><td>end (the last step)</td>" in table
 

@@ -178,7 +178,7 @@ def test_a_loop_asking_for_the_same_refund_again_gets_the_recorded_result(tmp_pa
     assert (row.visit, row.duplicates_prevented) == (0, 1)
     entry = JournalEntry.objects.get(run=run, kind=JournalEntry.Kind.DUPLICATE_PREVENTED)
     assert (entry.visit, entry.detail["done_in_visit"]) == (1, 0)
-    assert any(e.summary == "side effect refund asked again: already done in visit #1 (pay #1), "
+    assert any(e.summary == "side effect refund asked again: already done in pay #1, "
                             "the recorded result was reused" for e in run_timeline(run))
 
 

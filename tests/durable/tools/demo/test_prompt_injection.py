@@ -1,4 +1,4 @@
-"""The customer's message must not choose the order (item 3 of "Trust", DESIGN invariant 13), attacked end to end."""
+"""The customer's message must not choose the order ("Trust" 3; invariant 13, docs/invariants.md), attacked."""
 import pytest
 from rest_framework.test import APIClient
 
