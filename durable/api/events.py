@@ -30,8 +30,10 @@ workflow declares for the name, if it does (400 naming `payload.<field>`). 409 w
 
 
 class SendEventSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, help_text="the name the run waits for (ctx.wait_for_event): "
-                                 "letters, digits, '_', '.', ':' or '-', matched exactly")
+    name = serializers.CharField(max_length=100, trim_whitespace=False,  # matched exactly: " reply" is refused
+                                 help_text="the name the run waits for (ctx.wait_for_event): letters, digits, '_', "
+                                           "'.', ':' or '-', matched exactly; one the run's workflow declares, if it "
+                                           "declares its events")
     payload = TextJSONField(required=False, allow_null=True, default=None,
                             help_text="any JSON; the workflow may declare a model for the name")
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
