@@ -361,7 +361,10 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
             hint=f"Run `{drill_command(wf, actions)}` with the production DATABASE_URL and CELERY_BROKER_URL; it "
                  "records its result there. It touches only what it creates: its runs belong to an account of its "
                  "own, approvals they ask for are decided by another of its own, its workers sweep only those runs, "
-                 "on a queue of their own, and production's workers leave them alone. " + _drill_doc(),
+                 "on a queue of their own, and production's workers leave them alone. " + (
+                     "--target names a class of yours that starts stand-ins of the workflow's downstreams and "
+                     "counts what took effect (docs/fault-drill.md#drilling-a-host-projects-workflows)."
+                     if is_host_project() else "See docs/fault-drill.md."),
             obj=f"{wf.name} v{wf.version}", id="durable.W011"))
     return found
 
@@ -382,13 +385,6 @@ def drill_command(wf: Workflow, actions: Iterable[str], host: bool | None = None
         return command
     return (f"DURABLE_DRILL_SETTINGS={settings.SETTINGS_MODULE} {command} --settings durable.tools.drill_settings "
             "--target <your stand-ins' class, e.g. tests.drill_target.ShopDrill>")
-
-
-def _drill_doc() -> str:
-    if is_host_project():
-        return ("--target names a class of yours that starts stand-ins of the workflow's downstreams and counts "
-                "what took effect (docs/fault-drill.md#drilling-a-host-projects-workflows).")
-    return "See docs/fault-drill.md."
 
 
 def _last_drill(records: list[Any], wf: Workflow) -> str:
