@@ -62,14 +62,17 @@ def decide(*, request_id: UUID | str, user: Person, verdict: Verdict | str, snap
            reason: str = "", source: str, http_request: HttpRequest | None = None) -> ApprovalRequest:
     """Approve or reject `request_id` as `user`, who saw the snapshot with `snapshot_hash`.
 
-    A decision refused as stale, late or already made (Conflict, 409) is written to the security log;
-    a forbidden one (403) is logged where every 403 answer is.
+    Every refused decision is written to the security log here, whoever calls: stale, late or already made
+    (Conflict, 409, kind decision_refused) and forbidden (the role missing, the run's starter: 403, kind forbidden,
+    so RefusalLogMiddleware does not write it again).
     """
     try:
         return _decide(request_id, user, Verdict(verdict), snapshot_hash, reason, source)
-    except Conflict as exc:
-        record_refusal(kind=SecurityEvent.Kind.DECISION_REFUSED, source=source, reason=str(exc), request=http_request,
-                       user=user, action=Verdict(verdict).value, target=request_id)
+    except (Conflict, Forbidden) as exc:
+        forbidden = isinstance(exc, Forbidden)
+        record_refusal(kind=SecurityEvent.Kind.FORBIDDEN if forbidden else SecurityEvent.Kind.DECISION_REFUSED,
+                       source=source, reason=str(exc), request=http_request, user=user, action=Verdict(verdict).value,
+                       target=http_request.path if forbidden and http_request is not None else request_id)
         raise
 
 

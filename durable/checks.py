@@ -354,20 +354,37 @@ def check_drills(workflows: Iterable[Workflow]) -> list[CheckMessage]:
         if any(r.passed and r.topology_fingerprint == wf.fingerprint and set(r.points) >= set(FAULT_POINTS)
                and set(r.actions) >= actions for r in records):
             continue
-        command = (f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version} "
-                   f"--actions {','.join(sorted(actions))}")
         found.append(Warning(
             f"New runs start on {wf.name} v{wf.version}, and no passing fault drill of every fault point and "
             f"side effect ({', '.join(sorted(actions))}) is recorded for its current steps"
             f"{_last_drill(records, wf)}.",
-            hint=f"Run `{command}` with the production DATABASE_URL and CELERY_BROKER_URL; it records its result "
-                 "there. It touches only what it creates: its runs belong to an account of its own, approvals they "
-                 "ask for are decided by another of its own, its workers sweep only those runs, on a queue of their "
-                 "own, and production's workers leave them alone. A host project adds --settings "
-                 "durable.tools.drill_settings and --target, the stand-ins of its downstreams "
-                 "(docs/fault-drill.md#drilling-a-host-projects-workflows).",
+            hint=f"Run `{drill_command(wf, actions)}` with the production DATABASE_URL and CELERY_BROKER_URL; it "
+                 "records its result there. It touches only what it creates: its runs belong to an account of its "
+                 "own, approvals they ask for are decided by another of its own, its workers sweep only those runs, "
+                 "on a queue of their own, and production's workers leave them alone. " + (
+                     "--target names a class of yours that starts stand-ins of the workflow's downstreams and "
+                     "counts what took effect (docs/fault-drill.md#drilling-a-host-projects-workflows)."
+                     if is_host_project() else "See docs/fault-drill.md."),
             obj=f"{wf.name} v{wf.version}", id="durable.W011"))
     return found
+
+
+def is_host_project() -> bool:
+    """A project that embeds durable: the tools app (the drill's among them) is the standalone project's only."""
+    from django.apps import apps
+
+    return not apps.is_installed("durable.tools")
+
+
+def drill_command(wf: Workflow, actions: Iterable[str], host: bool | None = None) -> str:
+    """The command that drills `wf`: in a host project, under the drill's settings (which add the tools app to
+    the host's own) and with the host's stand-ins of its downstreams."""
+    command = (f"python manage.py durable_drill --workflow {wf.name} --workflow-version {wf.version} "
+               f"--actions {','.join(sorted(actions))}")
+    if not (is_host_project() if host is None else host):
+        return command
+    return (f"DURABLE_DRILL_SETTINGS={settings.SETTINGS_MODULE} {command} --settings durable.tools.drill_settings "
+            "--target <your stand-ins' class, e.g. tests.drill_target.ShopDrill>")
 
 
 def _last_drill(records: list[Any], wf: Workflow) -> str:

@@ -134,11 +134,16 @@ def _target(run_id: UUID | str | None, workflow: str | None, business_key: str |
 
 
 def _validated(run: Run, name: str, payload: Any) -> Any:
-    """The payload checked against the model the run's workflow declares for the event name, if it does."""
+    """The payload checked against the model the run's workflow declares for the event name, if it does; a name
+    the workflow does not declare, when it declares its events, is refused (it would wait in the mailbox forever)."""
     try:
-        model = registry.get(run.workflow_name, run.workflow_version).events.get(name)
+        declared = registry.get(run.workflow_name, run.workflow_version).events
     except UnknownWorkflow:
-        model = None
+        declared = {}
+    if declared and name not in declared:
+        raise InvalidInput({"name": [f"{run.workflow_name} v{run.workflow_version} takes no event {name!r}; it "
+                                     f"declares {', '.join(repr(known) for known in sorted(declared))}"]})
+    model = declared.get(name)
     if model is None:
         return payload
     try:

@@ -1,5 +1,8 @@
 """Login lockout through django-axes: who is locked out, for how long, what they are told, and the security log.
 
+Imported only where axes is installed (the app's ready(), axes' settings): it imports axes' models, which a host
+without "axes" in INSTALLED_APPS cannot load (it gets durable.W030 instead).
+
 Every door that checks a password goes through `django.contrib.auth.authenticate()`, so axes' backend (first in
 AUTHENTICATION_BACKENDS) refuses a locked username or address at all of them: the console's login, the
 browsable API's, the admin's. The API itself takes no password (only API tokens), so it is no oracle.
@@ -26,12 +29,11 @@ from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from durable.console.login import CONSOLE_LOGIN, CONSOLE_TEMPLATE
 from durable.models import SecurityEvent
 from durable.security import record_refusal, request_source, username_given
 
 ADDRESS_FACTOR = 4  # one address may fail this many times the per-username limit, over all usernames
-CONSOLE_LOGIN = "durable:login"
-CONSOLE_TEMPLATE = "durable/login.html"  # shipped with the app; a host project may override it
 
 
 def normalised(username: str) -> str:

@@ -72,8 +72,9 @@ class Workflow:
     searchable: tuple[str, ...] = ()
     # The most step visits a run may make (its step budget); None: DURABLE_MAX_STEP_VISITS.
     max_visits: int | None = None
-    # Event name -> the pydantic model its payload must match (checked when it is sent: 400 naming the field).
-    events: dict[str, type[BaseModel]] = field(default_factory=dict)
+    # Event name -> the pydantic model its payload must match (checked when it is sent: 400 naming the field), or
+    # None for any JSON. A workflow that declares events takes only those names (any other is a 400 naming them).
+    events: dict[str, type[BaseModel] | None] = field(default_factory=dict)
     # The most a run may spend on model calls (tokens, money or both); None: no limit. A run keeps the budget it
     # started with; an operator may raise it (docs/workflows.md, "Model calls and budgets").
     budget: Budget | None = None

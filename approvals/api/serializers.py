@@ -21,7 +21,8 @@ class ApprovalSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApprovalRequest
-        fields = ["id", "run", "step", "kind", "ask", "status", "workflow_name", "workflow_version", "business_key",
+        fields = ["id", "run", "step", "visit", "position", "kind", "ask", "status", "workflow_name", "workflow_version",
+                  "business_key",
                   "snapshot", "snapshot_hash", "approval_object", "object_hash", "approvers_required",
                   "approvals_count", "on_invalid", "on_expiry", "expires_at", "created_at", "decided_at",
                   "decided_by", "reason"]

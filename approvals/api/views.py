@@ -6,7 +6,6 @@ from typing import Any
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -21,6 +20,7 @@ from approvals.api.serializers import (
 from approvals.models import ApprovalRequest
 from approvals.selectors import filter_requests
 from durable.api.errors import LabelledErrors, service_errors
+from durable.api.pagination import CursorPages
 from durable.api.permissions import ActionPermission
 from durable.engine.approvals import Verdict, differences
 from durable.permissions import signed_in
@@ -33,11 +33,8 @@ class ApprovalPermission(ActionPermission):
     permissions = PERMISSIONS
 
 
-class SoonestExpiryFirst(CursorPagination):
+class SoonestExpiryFirst(CursorPages):
     ordering = ("expires_at", "id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class ApprovalViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

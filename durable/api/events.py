@@ -7,12 +7,12 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from durable.api.errors import LabelledErrors, service_errors
 from durable.api.idempotency import HEADER, idempotency_key
+from durable.api.pagination import CursorPages
 from durable.api.permissions import ActionPermission
 from durable.api.schema import NOT_FOUND, ConflictSerializer
 from durable.api.serializers import TextJSONField
@@ -30,8 +30,10 @@ workflow declares for the name, if it does (400 naming `payload.<field>`). 409 w
 
 
 class SendEventSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, help_text="the name the run waits for (ctx.wait_for_event): "
-                                 "letters, digits, '_', '.', ':' or '-', matched exactly")
+    name = serializers.CharField(max_length=100, trim_whitespace=False,  # matched exactly: " reply" is refused
+                                 help_text="the name the run waits for (ctx.wait_for_event): letters, digits, '_', "
+                                           "'.', ':' or '-', matched exactly; one the run's workflow declares, if it "
+                                           "declares its events")
     payload = TextJSONField(required=False, allow_null=True, default=None,
                             help_text="any JSON; the workflow may declare a model for the name")
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
@@ -79,11 +81,8 @@ class RunEventContentsSerializer(RunEventSerializer):
         read_only_fields = fields
 
 
-class MailboxPagination(CursorPagination):
+class MailboxPagination(CursorPages):
     ordering = ("id",)  # arrival order
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 SEND_RESPONSES = {

@@ -2,8 +2,8 @@
 
 Every operation may answer 401 (no or a bad token), 403 (a permission it lacks) and 429 (throttled).
 Operations that read input (a body, or a list's filters and cursor) may answer 400 naming the field; those
-that look an object up, and lists given a bad cursor, 404; POST actions 409 on a stale state, and 503 when
-a downstream they must ask did not answer.
+that look an object up 404; POST actions 409 on a stale state, and 503 when a downstream they must ask did not
+answer.
 """
 from __future__ import annotations
 
@@ -25,10 +25,11 @@ class ConflictSerializer(serializers.Serializer):
                                            help_text="the state that made the action impossible")
 
 
-FIELD_ERRORS = OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input: each offending field with its errors")
+FIELD_ERRORS = OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input (a list's cursor included): each "
+                               "offending field with its errors")
 AUTH = OpenApiResponse(ErrorSerializer, description="No credentials, or invalid ones")
 DENIED = OpenApiResponse(ErrorSerializer, description="A permission this operation needs is missing")
-NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such object, or an invalid cursor")
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such object")
 CONFLICT = OpenApiResponse(ConflictSerializer, description="The object is not in a state that allows this")
 THROTTLED = OpenApiResponse(ErrorSerializer, description="Too many requests")
 UNAVAILABLE = OpenApiResponse(ErrorSerializer, description="A downstream this operation must ask did not answer")
@@ -41,7 +42,7 @@ class AutoSchema(SpectacularAutoSchema):
         errors = {"401": AUTH, "403": DENIED, "429": THROTTLED}
         if writes or is_list:
             errors["400"] = FIELD_ERRORS
-        if "{" in self.path or is_list:
+        if "{" in self.path:
             errors["404"] = NOT_FOUND
         if writes:
             errors["409"] = CONFLICT

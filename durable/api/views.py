@@ -6,8 +6,6 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
-from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -26,6 +24,7 @@ from durable.api.events import (
 )
 from durable.api.filters import ORDERS, RunFilterSerializer, filter_runs, position
 from durable.api.idempotency import HEADER, idempotency_key
+from durable.api.pagination import CursorPages
 from durable.api.permissions import RunPermission
 from durable.api.schema import ConflictSerializer
 from durable.api.serializers import (
@@ -59,26 +58,17 @@ class ActiveRunConflictSerializer(ConflictSerializer):
                                                                  "conflict (on_active_business_key=refuse)")
 
 
-class RunCursorPagination(CursorPagination):
+class RunCursorPagination(CursorPages):
     ordering = ORDERS["newest"]
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
     def get_ordering(self, request: Request, queryset: Any, view: Any) -> tuple[str, ...]:
         """The list's `order` (validated with the filters): newest first, or the most expensive or most tokens."""
         return ORDERS.get(request.query_params.get("order", ""), self.ordering)
 
-    def decode_cursor(self, request: Request) -> Cursor | None:
-        """A cursor whose position its order's column cannot hold is a 404, as a malformed one is (not a 500)."""
-        cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None:
-            order = request.query_params.get("order", "")
-            try:
-                position(order if order in ORDERS else "newest", str(cursor.position))
-            except (ValueError, TypeError):
-                raise NotFound(self.invalid_cursor_message) from None
-        return cursor
+    def check_position(self, request: Request, text: str) -> None:
+        """The position is a time, an amount or a count, as the list's `order` says."""
+        order = request.query_params.get("order", "")
+        position(order if order in ORDERS else "newest", text)
 
 
 @extend_schema(parameters=[HEADER])

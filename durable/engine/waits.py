@@ -21,12 +21,12 @@ class WaitKind(StrEnum):
     CHILD = "child"
 
 
-EVENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")  # fullmatch: `$` would let a final newline in
 
 
 def check_event_name(name: object) -> str:
     """The event name as given, or ValueError saying what a name may be (it is matched exactly)."""
-    if not isinstance(name, str) or not EVENT_NAME.match(name):
+    if not isinstance(name, str) or not EVENT_NAME.fullmatch(name):
         raise ValueError("an event name is 1-100 letters, digits, '_', '.', ':' or '-', starting with a letter "
                          f"or digit; got {name!r}")
     return name

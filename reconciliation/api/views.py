@@ -5,12 +5,12 @@ from typing import Any
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from durable.api.errors import LabelledErrors, service_errors
+from durable.api.pagination import CursorPages
 from durable.api.permissions import ActionPermission
 from durable.engine.ids import OPERATION_ID_PATTERN
 from durable.engine.ledger import OperationStatus
@@ -38,9 +38,9 @@ class OperationFilterSerializer(serializers.Serializer):
     run = serializers.UUIDField(required=False)
 
 
-class OldestFirst(CursorPagination):
+class OldestFirst(CursorPages):
     ordering = ("updated_at", "operation_id")
-    page_size = 50
+    page_size_query_param = None  # fifty a page, whatever is asked
 
 
 class OperationViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

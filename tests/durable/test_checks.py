@@ -15,6 +15,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.core import checks as django_checks
 from django.core.management import call_command
 from django.utils import timezone
@@ -403,7 +404,10 @@ def test_a_host_project_without_the_tools_app_is_asked_for_the_drill_it_can_run_
     with modify_settings(INSTALLED_APPS={"remove": ["durable.tools"]}):
         warnings = checks.newest_versions_drilled(databases=["default"])
     assert ids(warnings) == ["durable.W011", "durable.W011"]
-    assert all("--settings durable.tools.drill_settings and --target" in warning.hint for warning in warnings)
+    for warning in warnings:  # the command as a host runs it, not the standalone project's (docs/fault-drill.md)
+        assert f"DURABLE_DRILL_SETTINGS={django_settings.SETTINGS_MODULE} python manage.py durable_drill" in warning.hint
+        assert "--settings durable.tools.drill_settings --target" in warning.hint
+        assert "#drilling-a-host-projects-workflows" in warning.hint
 
 
 def test_w016_warns_when_nothing_will_sweep_and_names_what_to_turn_on():

@@ -51,7 +51,8 @@ class Reply(BaseModel):
 
 
 listener = register(Workflow(name="test-wait-event", version=1, state=WaitState, input=WaitInput, retry=FAST_RETRY,
-                             events={"rated": Reply}, on_active_business_key=OnActiveBusinessKey.START_ANOTHER))
+                             events={"rated": Reply, **dict.fromkeys(["reply", "approved", "declined", "other", "unrelated"])},
+                             on_active_business_key=OnActiveBusinessKey.START_ANOTHER))
 
 
 @listener.step

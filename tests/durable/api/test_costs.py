@@ -138,7 +138,7 @@ def test_raising_the_budget_needs_the_raise_budget_permission(stopped):
 
 @pytest.mark.parametrize(("order", "position"), [("cost", "NaN"), ("cost", "1e999"), ("tokens", "9" * 30),
                                                  ("tokens", "many"), ("", "yesterday")])
-def test_a_cursor_whose_position_its_order_cannot_hold_is_a_404_not_a_500(api, order, position):
+def test_a_cursor_whose_position_its_order_cannot_hold_is_a_400_naming_the_cursor(api, order, position):
     cursor = base64.b64encode(urlencode({"p": position}).encode()).decode()
     response = api.get(f"{RUNS}?order={order}&cursor={quote(cursor)}")
-    assert response.status_code == 404 and response.json()["detail"] == "Invalid cursor"
+    assert response.status_code == 400 and list(response.json()) == ["cursor"]

@@ -153,7 +153,7 @@ def test_a_long_mailbox_shows_the_newest_events_and_how_many_came_before(viewer,
     from durable.console import waits
 
     monkeypatch.setattr(waits, "MAILBOX_SHOWN", 2)
-    run = parked("test-wait-event", tmp_path, seconds=0)
+    run = parked("test-console-wait-loop", tmp_path)  # declares no events: it takes any name
     for n in range(3):
         send_event(run_id=run.id, name=f"note-{n}", payload={}, sender="crm")
     mailbox = between(text(viewer, run), "Mailbox", "Timeline")
