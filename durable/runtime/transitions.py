@@ -1,5 +1,5 @@
-"""The one door for a run's state outside the worker's lease (docs/operations.md, "The state table and its one
-door").
+"""The one door for a run's state outside the worker's lease (invariant 20, docs/invariants.md; the moves:
+docs/operations.md, "The state table and its one door").
 
 The worker's own moves, out of RUNNING under its lease, are the run store's (durable/store/). Every other move of
 a run's status is made here: a run started with its first checkpoint, woken (a timer, an event, a child's end, a
