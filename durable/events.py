@@ -27,6 +27,7 @@ from durable.models import JournalEntry, Run, RunEvent
 from durable.permissions import Caller
 from durable.registry import UnknownWorkflow, registry
 from durable.runtime import wakes
+from durable.workflow import Workflow
 
 SEND_EVENT = "durable.send_event"
 
@@ -137,10 +138,11 @@ def _validated(run: Run, name: str, payload: Any) -> Any:
     """The payload checked against the model the run's workflow declares for the event name, if it does; a name
     the workflow does not declare, when it declares its events, is refused (it would wait in the mailbox forever)."""
     try:
-        declared = registry.get(run.workflow_name, run.workflow_version).events
+        workflow: Workflow | None = registry.get(run.workflow_name, run.workflow_version)
     except UnknownWorkflow:
-        declared = {}
-    if declared and name not in declared:
+        workflow = None
+    declared = workflow.events if workflow is not None else {}
+    if workflow is not None and workflow.undeclared_events([name]):
         raise InvalidInput({"name": [f"{run.workflow_name} v{run.workflow_version} takes no event {name!r}; it "
                                      f"declares {', '.join(repr(known) for known in sorted(declared))}"]})
     model = declared.get(name)

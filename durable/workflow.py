@@ -1,7 +1,7 @@
 """The workflow API agent developers write against: a name, a version, steps and their routes, a state model."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -175,6 +175,10 @@ class Workflow:
                 raise ValueError(f"workflow {self.name} v{self.version}: the migration from "
                                  f"v{migration.from_version} maps to {', '.join(map(repr, unknown))}, "
                                  f"not a step of this version")
+
+    def undeclared_events(self, names: Iterable[str]) -> list[str]:
+        """Which of `names` this workflow does not take: none when it declares no events (it takes any name)."""
+        return [name for name in names if self.events and name not in self.events]
 
     def step_budget(self, default: int) -> int:
         """The most step visits a run of this workflow may make: its own max_visits, else `default`."""

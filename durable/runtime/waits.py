@@ -22,6 +22,7 @@ from durable.engine.states import RunStatus
 from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
 from durable.errors import Conflict
 from durable.models import Run
+from durable.registry import registry
 from durable.runtime import wakes
 from durable.runtime.fault_points import AFTER_CHILD_STARTED, AFTER_CHILDREN_ENDED, AFTER_EVENT_CONSUMED, fault_point
 from durable.runtime.visit import Visit
@@ -73,6 +74,7 @@ def wait_for_event(visit: Visit, names: str | Sequence[str], timeout: timedelta 
     wanted = tuple(check_event_name(name) for name in ([names] if isinstance(names, str) else names))
     if not wanted:
         raise NonRetryableError("ctx.wait_for_event needs at least one event name", kind="invalid_wait")
+    _refuse_undeclared(visit, wanted)
     index, recorded = visit.reserve(WAIT_FOR_EVENT)
     if recorded is not None:
         return _event_of(recorded.result)
@@ -92,6 +94,17 @@ def wait_for_event(visit: Visit, names: str | Sequence[str], timeout: timedelta 
         fault_point(AFTER_EVENT_CONSUMED, operation_id=_call_id(visit, index), action=WAIT_FOR_EVENT)
         return _event_of(taken)
     _parked(visit, description)
+
+
+def _refuse_undeclared(visit: Visit, wanted: tuple[str, ...]) -> None:
+    """A wait for a name its workflow does not declare would never end: the API refuses such events (400)."""
+    workflow = registry.get(visit.workflow_name, visit.workflow_version)
+    undeclared = workflow.undeclared_events(wanted)
+    if undeclared:
+        raise NonRetryableError(f"ctx.wait_for_event waits for {', '.join(map(repr, undeclared))}, which "
+                                f"{workflow.name} v{workflow.version} does not declare (it declares "
+                                f"{', '.join(map(repr, sorted(workflow.events)))}); such an event is refused",
+                                kind="undeclared_event")
 
 
 def _event_of(result: dict[str, Any]) -> Event | None:

@@ -406,3 +406,11 @@ def test_the_tokens_a_child_run_used_count_in_its_parents_total(tmp_path, operat
     assert api.get(f"/api/runs/{children[0].id}/").json()["spending_with_children"] is None
     page = api.get(f"/runs/{parent.id}/").content.decode()
     assert "With its child runs" in page and "2 runs it delegated to" in page
+
+
+def test_a_wait_for_an_event_its_workflow_does_not_declare_fails_the_run_saying_so(tmp_path):
+    # The API would refuse such an event (400), so the wait could never end: the step is refused instead.
+    run = advance(start("test-wait-event", tmp_path, seconds=0, names=["reply", "never-declared"]))
+    assert run.status == RunStatus.FAILED
+    assert run.error["kind"] == "undeclared_event"
+    assert "'never-declared'" in run.error["message"] and "'rated'" in run.error["message"]
