@@ -18,6 +18,7 @@ from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.runtime import transitions
+from durable.runtime.ledger import unknown_notice
 from durable.runtime.reconciler import Finding, investigate, left_with, unreconcilable_started
 from durable.scope import runs_in_scope
 from durable.signals import operator_event
@@ -83,13 +84,26 @@ def _move(row: SideEffect, target: Op, decision: str, evidence: str, **fields: o
     How many operations moved."""
     now = timezone.now()
     with transaction.atomic():
-        if not _moved(row, target, decision, evidence, now, **fields):
+        in_doubt = _in_doubt_with(row, now) if target == Op.UNKNOWN else None
+        # One notice for what one interruption left in doubt: the first operation's names the others.
+        notice = unknown_notice(row, [other.operation_id for other, _ in in_doubt or ()], evidence=evidence)
+        if not _moved(row, target, decision, evidence, now, notice=notice, **fields):
             return 0
-        together = _hold_for_operator(row, evidence, now) if target == Op.UNKNOWN else []
+        together = _hold_for_operator(row, in_doubt, evidence, now) if in_doubt is not None else []
     return 1 + len(together)
 
 
-def _moved(row: SideEffect, target: Op, decision: str, evidence: str, now: datetime, **fields: object) -> bool:
+def _in_doubt_with(row: SideEffect, now: datetime) -> list[tuple[SideEffect, Downstream]] | None:
+    """The run's other operations left STARTED that only an operator can settle; None while a worker holds the
+    run (its own re-entry settles them)."""
+    run = Run.objects.get(id=row.run_id)
+    if run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at >= now:
+        return None
+    return unreconcilable_started(run.id, besides=row.operation_id)
+
+
+def _moved(row: SideEffect, target: Op, decision: str, evidence: str, now: datetime, *,
+           notice: dict[str, object] | None = None, **fields: object) -> bool:
     if not SideEffect.objects.filter(operation_id=row.operation_id, status=Op.STARTED).update(
             status=target, updated_at=now, **fields):
         return False
@@ -100,21 +114,21 @@ def _moved(row: SideEffect, target: Op, decision: str, evidence: str, now: datet
         detail={"operation_id": row.operation_id, "decision": decision, "evidence": evidence, "by": "sweeper"},
     )
     if target == Op.UNKNOWN:
-        operator_event.send(_move, kind=EventKind.OPERATION_UNKNOWN, run_id=run.id, subject=row.operation_id,
-                            occurrence=row.attempts, detail={**row.notice, "evidence": evidence})
+        if notice is not None:
+            operator_event.send(_move, kind=EventKind.OPERATION_UNKNOWN, run_id=run.id, subject=row.operation_id,
+                                occurrence=row.attempts, detail=notice)
         metrics.operation_unknown(row.action_name)
     return True
 
 
-def _hold_for_operator(row: SideEffect, evidence: str, now: datetime) -> list[str]:
-    """`row` is UNKNOWN: unless a worker holds its run (whose own re-entry settles the rest), the run's other
-    operations left STARTED that only an operator can settle are marked UNKNOWN with it, and the run waits in
-    NEEDS_ATTENTION with an error naming them all. The operations marked with it."""
+def _hold_for_operator(row: SideEffect, in_doubt: list[tuple[SideEffect, Downstream]], evidence: str,
+                      now: datetime) -> list[str]:
+    """`row` is UNKNOWN and no worker holds its run: what the same interruption left in doubt (`in_doubt`) is
+    marked UNKNOWN with it (told in `row`'s notice), and the run waits in NEEDS_ATTENTION with an error naming
+    them all. The operations marked with it."""
     run = Run.objects.get(id=row.run_id)
-    if run.status == RunStatus.RUNNING and run.lease_expires_at is not None and run.lease_expires_at >= now:
-        return []
     together = []
-    for other, downstream in unreconcilable_started(run.id, besides=row.operation_id):
+    for other, downstream in in_doubt:
         why = left_with(row, downstream)
         if _moved(other, Op.UNKNOWN, Decision.UNKNOWN, why, now, last_error={"evidence": why}):
             metrics.reconciled(other.action_name, Decision.UNKNOWN)

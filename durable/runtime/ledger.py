@@ -6,6 +6,7 @@ Each goes through the run store: one statement on Postgres, one transaction else
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -69,14 +70,26 @@ def mark_failed(store: RunStore, lease: Lease, row: SideEffect, *, retryable: bo
     _move(store, lease, row, {Op.STARTED}, target, {"error": error}, last_error=error)
 
 
-def mark_unknown(store: RunStore, lease: Lease, row: SideEffect, *, evidence: str) -> None:
-    """The one place a worker marks an operation UNKNOWN (the sweeper has its own, reconciliation.sweeper)."""
+def mark_unknown(store: RunStore, lease: Lease, row: SideEffect, *, evidence: str, together: Sequence[str] = (),
+                 notify: bool = True) -> None:
+    """The one place a worker marks an operation UNKNOWN (the sweeper has its own, reconciliation.sweeper).
+    What one interruption left in doubt is told once: the first operation's notice names the others (`together`),
+    which are marked with `notify=False`."""
     with transaction.atomic():  # the event is recorded with the move (one statement on Postgres otherwise)
         _move(store, lease, row, {Op.STARTED}, Op.UNKNOWN, {"evidence": evidence}, last_error={"evidence": evidence})
-        operator_event.send(mark_unknown, kind=EventKind.OPERATION_UNKNOWN,
-                            run_id=row.run_id, subject=row.operation_id, occurrence=row.attempts, detail=row.notice)
+        if notify:
+            operator_event.send(mark_unknown, kind=EventKind.OPERATION_UNKNOWN, run_id=row.run_id,
+                                subject=row.operation_id, occurrence=row.attempts,
+                                detail=unknown_notice(row, together))
     metrics.operation_unknown(row.action_name)
     log.warning("operation %s (%s) is UNKNOWN: %s", row.operation_id, row.action_name, evidence)
+
+
+def unknown_notice(row: SideEffect, together: Sequence[str], **more: str) -> dict[str, Any]:
+    """What the notice of an operation found UNKNOWN says: with the operations the same interruption left in
+    doubt, so that an operator resolves them in one round."""
+    also = {"unknown_with_it": ", ".join(together)} if together else {}
+    return {**row.notice, **more, **also}
 
 
 def count_prevented_duplicate(store: RunStore, lease: Lease, row: SideEffect) -> None:

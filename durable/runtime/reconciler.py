@@ -104,10 +104,11 @@ def reconcile_started(store: RunStore, lease: Lease, row: SideEffect, downstream
         _journal(store, lease, row, finding.decision, f"{finding.evidence}; sending")
         return Settled(outcome=None)
     evidence = f"{finding.evidence}; the request may have been applied (attempt {row.attempts})"
-    with transaction.atomic():  # with what the same interruption left in doubt: one round of resolving
-        ledger.mark_unknown(store, lease, row, evidence=evidence)
+    others = unreconcilable_started(row.run_id, besides=row.operation_id)
+    with transaction.atomic():  # with what the same interruption left in doubt: one round of resolving, one notice
+        ledger.mark_unknown(store, lease, row, evidence=evidence, together=[other.operation_id for other, _ in others])
         _journal(store, lease, row, finding.decision, evidence)
-        for other, its_downstream in unreconcilable_started(row.run_id, besides=row.operation_id):
-            ledger.mark_unknown(store, lease, other, evidence=left_with(row, its_downstream))
+        for other, its_downstream in others:
+            ledger.mark_unknown(store, lease, other, evidence=left_with(row, its_downstream), notify=False)
             _journal(store, lease, other, Decision.UNKNOWN, left_with(row, its_downstream))
     return Settled(outcome=None, unknown=True)

@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from durable import services
 from durable.engine.ledger import OperationStatus as Op
+from durable.engine.notifications import EventKind
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.notifications.models import NotificationEvent
 from durable.permissions import CONTENTS_PERMISSIONS
 from durable.runtime import executor
 from durable.tools.faults import AFTER_DOWNSTREAM
@@ -45,6 +47,15 @@ def crashed(monkeypatch, tmp_path):
     return run
 
 
+def told_once(run) -> None:
+    """Reconcilers are told of the interruption once: one operation's notice, naming the others."""
+    notices = NotificationEvent.objects.filter(run_id=run.id, kind=EventKind.OPERATION_UNKNOWN)
+    assert notices.count() == 1
+    first = notices.get()
+    others = [operation_id for operation_id in in_doubt(run) if operation_id != first.subject]
+    assert len(others) == NOTICES - 1 and sorted(first.detail["unknown_with_it"].split(", ")) == others
+
+
 def in_doubt(run) -> list[str]:
     return sorted(SideEffect.objects.filter(run=run, status=Op.UNKNOWN).values_list("operation_id", flat=True))
 
@@ -71,6 +82,7 @@ def test_the_worker_that_takes_the_run_over_marks_all_four_unknown_and_the_error
     listed = client_for(viewer).get(
         "/api/operations/", {"status": "UNKNOWN", "run": str(run.id)}).json()
     assert sorted(row["operation_id"] for row in listed["results"]) == unknown
+    told_once(run)
 
 
 def test_one_round_of_resolving_lets_the_run_finish_without_sending_anything_again(crashed, tmp_path):
@@ -89,6 +101,7 @@ def test_the_sweeper_marks_what_the_crash_left_in_doubt_together_even_one_operat
     crashed.refresh_from_db()
     assert crashed.status == RunStatus.NEEDS_ATTENTION
     assert sorted(crashed.error["operation_ids"]) == in_doubt(crashed) and len(in_doubt(crashed)) == NOTICES
+    told_once(crashed)
     resolve_all_once(crashed)
     assert advance(crashed).status == RunStatus.SUCCEEDED
 
