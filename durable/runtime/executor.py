@@ -33,6 +33,7 @@ from durable.runtime.context import StepContext
 from durable.runtime.visit import Visit
 from durable.store import Lease, RunStore
 from durable.store import store as backend_store
+from durable.store.base import UNKNOWN_SIDE_EFFECT
 from durable.workflow import Step, Workflow
 
 log = logging.getLogger("durable.executor")  # the name operators filter on, kept across the move to runtime/
@@ -174,7 +175,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                       JournalEntry.Kind.REPLAY_VIOLATION)
                 return AdvanceOutcome(claimed=True, steps=done)
             except NeedsAttention as exc:
-                store.needs_attention(lease, step_name, {"kind": "unknown_side_effect", "message": str(exc),
+                store.needs_attention(lease, step_name, {"kind": UNKNOWN_SIDE_EFFECT, "message": str(exc),
                                                          "operation_id": exc.operation_id})
                 log.warning("run needs attention: %s", exc)
                 return AdvanceOutcome(claimed=True, steps=done)
@@ -261,7 +262,7 @@ def _give_up(store: RunStore, lease: Lease, step: str, attempts_made: int, error
     unsure = side_effects.mark_unsettled_unknown(store, lease, f"step {step} gave up: {message}")
     if unsure:  # never report as failed what may have happened (invariant 4)
         message = f"gave up with operation(s) {', '.join(unsure)} of unknown outcome"
-        store.needs_attention(lease, step, {**error, "kind": "unknown_side_effect", "operation_id": unsure[0],
+        store.needs_attention(lease, step, {**error, "kind": UNKNOWN_SIDE_EFFECT, "operation_id": unsure[0],
                                             "message": message})
         log.warning("step %s gave up with operation(s) %s of unknown outcome", step, ", ".join(unsure))
         return
