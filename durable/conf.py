@@ -38,6 +38,18 @@ SETTINGS: dict[str, Setting] = {
                                           "before it releases the lease and re-enqueues the run."),
     "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
                                       "(threads of the worker process); the rest wait for a free one."),
+    "DURABLE_WORKER_RUNS": Setting(None, "count", "How many runs one worker process advances at once (the "
+                                   "standalone project's Celery `worker_concurrency` on its threads pool; "
+                                   "`--concurrency` overrides): while a run's step waits on a model or tool call, "
+                                   "the process advances others. Unset: 200 on Postgres, 4 on SQLite, where "
+                                   "writers take turns (docs/operations.md, \"Runs in flight\").", optional=True),
+    "DURABLE_DB_POOL_SIZE": Setting(10, "count", "Postgres: the most database connections one process (web or "
+                                    "worker) opens, from Django's connection pool; a run holds one only while it "
+                                    "reads or writes, never across a call. 0: no pool, a connection per thread "
+                                    "kept CONN_MAX_AGE (durable.W017 adds the pools up against max_connections)."),
+    "DURABLE_DB_POOL_TIMEOUT_SECONDS": Setting(600.0, "seconds", "Postgres: how long a thread waits for a free "
+                                               "connection of its process's pool before the wait is an error; "
+                                               "generous, so an exhausted pool makes runs wait, not fail."),
     "DURABLE_MAX_STEP_VISITS": Setting(1000, "count", "The step budget: the most step visits a run may make "
                                        "(every step it runs, loops included) before it ends FAILED with "
                                        "`step_budget_exhausted`; a workflow sets its own with "

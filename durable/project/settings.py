@@ -138,6 +138,13 @@ TEMPLATES = [
     },
 ]
 
+def _environment_count(name: str) -> int:
+    """A count durable reads here, before its settings are taken from the environment below: the variable, or
+    its default in durable/conf.py."""
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else int(DEFAULTS[name])
+
+
 # Embedded default: a SQLite file in var/. Production: DATABASE_URL (Postgres).
 SQLITE_PATH = VAR_DIR / "durable.sqlite3"
 DATABASES = {
@@ -161,6 +168,22 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # indexes took 15 ms searches to 365 ms (docs/benchmarks-log.md).
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env_bool(
         "DURABLE_DB_SERVER_SIDE_BINDING", True)
+    # Connections from a pool per process (Django's, psycopg_pool): a worker advances hundreds of runs at once
+    # and each holds a connection only while it reads or writes, never across a model or tool call (invariant
+    # 21), so the process needs DURABLE_DB_POOL_SIZE connections, not one per run. A thread that finds the pool
+    # busy waits for a connection (DURABLE_DB_POOL_TIMEOUT_SECONDS, generous): runs wait, they do not fail.
+    # Pooling needs CONN_MAX_AGE 0: a connection goes back to the pool when Django would have closed it.
+    # The pool checks nothing on checkout: a connection that died idle fails its first statement, the task
+    # ends, the run is sent again (durable/store/health.py), as with a proven connection before pooling.
+    DURABLE_DB_POOL_SIZE = _environment_count("DURABLE_DB_POOL_SIZE")
+    if DURABLE_DB_POOL_SIZE > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1, "max_size": DURABLE_DB_POOL_SIZE, "max_idle": 300,
+            "timeout": float(os.environ.get("DURABLE_DB_POOL_TIMEOUT_SECONDS")
+                             or DEFAULTS["DURABLE_DB_POOL_TIMEOUT_SECONDS"]),
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -297,6 +320,15 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker process advances many runs at once (docs/operations.md, "Runs in flight"): Celery's threads pool, one
+# thread per run in flight, so `celery -A durable.project worker -Q durable` needs no pool option; `--pool` and
+# `--concurrency` still override. Threads, not gevent: psycopg 3 and Django's connections are not green-safe,
+# and a run's step waits on blocking HTTP clients. SQLite takes one writer at a time: a few threads are enough.
+CELERY_WORKER_POOL = "threads"
+_IS_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+DURABLE_WORKER_RUNS = (int(os.environ["DURABLE_WORKER_RUNS"]) if os.environ.get("DURABLE_WORKER_RUNS", "").strip()
+                       else 4 if _IS_SQLITE else 200)
+CELERY_WORKER_CONCURRENCY = DURABLE_WORKER_RUNS
 # Celery's Django fixup closes every database connection before and after each task unless this is
 # set (then every 2 x this many tasks): a new Postgres connection per run, the largest per-run cost
 # durable_bench --compare measured. Django's CONN_MAX_AGE and CONN_HEALTH_CHECKS decide instead, at

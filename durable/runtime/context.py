@@ -68,8 +68,8 @@ class StepContext:
             if usage is not None:
                 visit.meter.before_model_call(name)  # BudgetExhausted: the run waits, the model is not asked
             # A slow model must not let a second worker ask again: the lease is kept while it answers.
-            with lease_kept(visit.store, visit.lease), tracing.activity(visit, name, index):
-                answer = fn(*args, **kwargs)
+            with lease_kept(visit.store, visit.lease) as kept, tracing.activity(visit, name, index):
+                answer = kept.call(fn, *args, **kwargs)  # a cancel ends the wait at once (durable/runtime/heartbeat.py)
             result = visit.record(name, index, answer, usage)
         return returns.model_validate(result) if returns is not None else result
 

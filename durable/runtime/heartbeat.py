@@ -8,17 +8,24 @@ be in flight. `lease_kept` wraps each such call:
 - before the call, it renews the lease unless what is left already covers the call's timeout
   and a margin: a call never starts on a lease that could not outlast it (so, with the HTTP
   timeout well under the lease, the call ends in time even if every heartbeat fails);
-- during the call, the process's heartbeat thread renews the lease every lease/3, on its own
-  database connection, with the same fenced UPDATE as every other write (token, RUNNING,
-  checkpoint seq);
-- if a renewal finds the lease gone, the call's outcome is abandoned: `LeaseLost` is raised as
-  the call returns, and nothing is written (every write is fenced anyway).
+- then it gives the thread's database connection back to the process's pool: a run holds no
+  connection across a call (invariant 21), so a process advancing hundreds of runs needs a pool's
+  worth of connections, not one per run;
+- during the call, the process's one heartbeat thread looks at every lease of the process that a call
+  is waiting under, at least every WATCH_SECONDS, in one statement for all of them (RunStore.renew_many):
+  it renews those due (every lease/3), fenced like every other write (token, RUNNING), and finds those
+  lost (another worker took the run, or an operator cancelled it);
+- the call runs on a call thread (`Heartbeat.call`) while the step's thread waits for its answer or for
+  the lease's loss, whichever comes first: a run cancelled mid-call frees its worker slot within about
+  WATCH_SECONDS, `LeaseLost` raised on the step's thread. The abandoned call ends on its own thread and
+  its outcome is dropped; a side effect it was sending stays STARTED in the ledger, for the reconciler,
+  as after a crash. Calls are still numbered on the step's thread, before they leave.
 
 Between calls, for as long as the worker holds the run, `kept_alive` renews the lease when
 nothing else did within a third of it (a long step, a slow checkpoint write), so the lease can be
 short (DURABLE_LEASE_SECONDS, 10 s by default) and a killed worker's runs are taken over seconds
 after it died (docs/operations.md). A run that ends within a third of its lease, as most tasks
-do, pays nothing: no statement, no thread woken (registering is a dict update).
+do, pays nothing: no statement, no thread woken (registering is a dict update), no call thread.
 """
 from __future__ import annotations
 
@@ -27,10 +34,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
 
 from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
@@ -41,6 +50,10 @@ log = logging.getLogger("durable.heartbeat")  # the name operators filter on, ke
 BEATS_PER_LEASE = 3  # a renewal may fail twice and the lease still holds until the third
 MARGIN_SECONDS = 1.0  # kept beyond a call's timeout: a slow commit, the sweeper's clock
 IDLE_WAKE_SECONDS = 1.0  # how often the idle thread looks for beats falling due (no wake-up per claim)
+WATCH_SECONDS = 1.0  # how often the leases of calls in flight are looked at: a cancelled call's slot frees this soon
+CALL_THREADS = 4096  # the most calls in flight at once per process (threads are made only as calls need them)
+
+T = TypeVar("T")
 
 
 class Heartbeat:
@@ -57,12 +70,13 @@ class Heartbeat:
         self.due = 0.0
         self.renewals = 0
         self.context = contextvars.copy_context()  # its log lines carry the run, step and operation ids
-        self._lost = threading.Event()
+        self.loss: Future[None] = Future()  # done once the lease is found lost: what a call in flight waits on too
+        self._keeping = False
 
     @property
     def lost(self) -> bool:
         """A renewal found the lease taken by another worker (or the run moved on without us)."""
-        return self._lost.is_set()
+        return self.loss.done()
 
     @property
     def running(self) -> bool:
@@ -70,42 +84,113 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         self.due = time.monotonic() + self.interval
+        self._keeping = True
         _heart.add(self)
         return self
 
     def stop(self) -> None:
         _heart.remove(self)
 
-    def beat(self) -> bool:
-        """Renew once; False when the lease is lost and there is nothing more to renew."""
-        since = time.monotonic() - self.lease.renewed_at
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` on a call thread, waited for until it answers or the lease is lost (then
+        LeaseLost at once: the call is abandoned, its outcome dropped). Outside a kept lease (a caller's
+        transaction), on this thread."""
+        if not self._keeping:
+            return fn(*args, **kwargs)
+        if self.lost:  # found lost since the call was numbered: nothing leaves
+            raise LeaseLost(f"run {self.lease.run_id}: lease token {self.lease.token} no longer holds")
+        future: Future[T] = _call_threads().submit(contextvars.copy_context().run, _on_call_thread, fn, args, kwargs)
+        waited: list[Future[Any]] = [future, self.loss]
+        done, _ = wait(waited, return_when=FIRST_COMPLETED)
+        if future not in done:
+            raise LeaseLost(f"run {self.lease.run_id}: lease token {self.lease.token} was taken while a call was "
+                            "in flight; the call is abandoned")
+        return future.result()
+
+    def renews_now(self, now: float) -> bool:
+        """Whether this round renews the lease: it is due, and (between calls) nothing else renewed it lately."""
+        return self.due <= now and self._stale(now)
+
+    def _stale(self, now: float) -> bool:
+        """A call's heartbeat renews at every beat; between calls, only a lease nothing renewed for an interval."""
+        since = now - self.lease.renewed_at
         if self.when_stale and since < self.interval * 0.9:
-            self.due = time.monotonic() + self.interval - since
+            self.due = now + self.interval - since
+            return False
+        return True
+
+    def renewed(self, now: float) -> None:
+        self.renewals += 1
+        self.due = now + self.interval
+
+    def lose(self) -> None:
+        if not self.loss.done():
+            self.loss.set_result(None)
+        if self.when_stale:  # between calls: the worker's next write finds it and stops (unless it just ended)
+            log.info("lease no longer held by this worker; its next write will stop the run's task")
+        else:
+            log.warning("lease lost while a call was in flight: its outcome will be abandoned")
+
+    def beat(self) -> bool:
+        """Renew once, by itself; False when the lease is lost and there is nothing more to renew."""
+        if not self._stale(time.monotonic()):
             return True
         try:
             self.db.renew(self.lease)
         except LeaseLost:
-            self._lost.set()
-            if self.when_stale:  # between calls: the worker's next write finds it and stops (unless it just ended)
-                log.info("lease no longer held by this worker; its next write will stop the run's task")
-            else:
-                log.warning("lease lost while a call was in flight: its outcome will be abandoned")
+            self.context.run(self.lose)
             return False
         except DatabaseError:  # the next beat tries again; the lease left still covers the call
             log.warning("could not renew the lease; trying again in %.1fs", self.interval, exc_info=True)
             connection.close()
-        else:
-            self.renewals += 1
-        self.due = time.monotonic() + self.interval
+            self.due = time.monotonic() + self.interval
+            return True
+        self.renewed(time.monotonic())
         return True
 
 
+def _on_call_thread(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    """A call on a call thread: any database connection it took goes back when it ends (connections are per thread)."""
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        connections.close_all()
+
+
+_calls: tuple[int, ThreadPoolExecutor] | None = None
+_calls_lock = threading.Lock()
+
+
+def _call_threads() -> ThreadPoolExecutor:
+    """The process's call threads (made as calls need them, reused after): a forked pool child makes its own."""
+    global _calls
+    calls = _calls
+    if calls is None or calls[0] != os.getpid():
+        with _calls_lock:
+            if _calls is None or _calls[0] != os.getpid():
+                _calls = (os.getpid(), ThreadPoolExecutor(max_workers=CALL_THREADS, thread_name_prefix="durable-call"))
+            calls = _calls
+    return calls[1]
+
+
+def pooled() -> bool:
+    """This process's connections come from a pool (Django's OPTIONS["pool"], Postgres)."""
+    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
+
+
+def give_back_connection() -> None:
+    """Return the thread's connection to the pool (outside a transaction): nothing is held across a call."""
+    if pooled() and not connection.in_atomic_block:
+        connection.close()
+
+
 class _Heart:
-    """The one thread per process that renews the leases of the calls in flight.
+    """The one thread per process that renews the leases of the runs it holds and watches those of its calls.
 
     Starting a thread per call would cost each call a thread handoff (about a millisecond on a
-    busy machine); registering with this one is a dict update. It sleeps while no call is in
-    flight and closes its database connection then (Django's connections are per thread).
+    busy machine); registering with this one is a dict update. It sleeps while nothing is due and
+    no call is in flight, and then holds no database connection (Django's connections are per
+    thread; from a pool, it gives its own back after every round).
     """
 
     def __init__(self) -> None:
@@ -114,6 +199,7 @@ class _Heart:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._wake_at = 0.0  # when the thread next looks at its beats (monotonic)
+        self._looked_at = 0.0  # when it last looked at the leases of the calls in flight
 
     def add(self, beat: Heartbeat) -> None:
         with self._changed:
@@ -122,7 +208,7 @@ class _Heart:
                 self._thread = threading.Thread(target=self._run, name="durable-heartbeat", daemon=True)
                 self._thread.start()
             self._beats[id(beat)] = beat
-            if beat.due < self._wake_at:  # else the thread finds it at its next look, in time
+            if min(beat.due, self._looked_at + WATCH_SECONDS) < self._wake_at:  # else found at the next look
                 self._changed.notify()
 
     def remove(self, beat: Heartbeat) -> None:
@@ -141,13 +227,52 @@ class _Heart:
                     connection.close()  # idle: hold no connection
                     self._wait_until(now + IDLE_WAKE_SECONDS, now)
                     continue
-                due = [beat for beat in self._beats.values() if beat.due <= now]
-                if not due:
-                    self._wait_until(min(now + IDLE_WAKE_SECONDS, *(beat.due for beat in self._beats.values())), now)
+                beats = list(self._beats.values())
+                watching = any(not beat.when_stale for beat in beats)  # a call in flight: watch its lease
+                wake_at = min(beat.due for beat in beats)
+                if watching:
+                    wake_at = min(wake_at, self._looked_at + WATCH_SECONDS)
+                if wake_at > now:
+                    self._wait_until(min(wake_at, now + IDLE_WAKE_SECONDS), now)
                     continue
-            for beat in due:
-                if not beat.context.run(beat.beat):
-                    self.remove(beat)
+                if watching:
+                    self._looked_at = now
+            self._round(beats if watching else [beat for beat in beats if beat.due <= now], now)
+            if pooled():
+                connection.close()  # back to the pool between rounds
+
+    def _round(self, beats: list[Heartbeat], now: float) -> None:
+        """One statement per store for every lease looked at: those due renewed, those no longer held lost."""
+        by_store: dict[int, tuple[RunStore, dict[int, tuple[Lease, bool]]]] = {}
+        for beat in beats:
+            # Due within the next look: renewed now, with the others (at most WATCH_SECONDS early).
+            renew = beat.renews_now(now + WATCH_SECONDS)
+            leases = by_store.setdefault(id(beat.db), (beat.db, {}))[1]
+            lease, renewing = leases.get(id(beat.lease), (beat.lease, False))
+            leases[id(beat.lease)] = (lease, renewing or renew)
+        for db, leases in by_store.values():
+            looked = list(leases.values())
+            try:
+                held = db.renew_many(looked)
+            except DatabaseError:  # the next round tries again; the lease left still covers the call
+                log.warning("could not renew %d lease(s); trying again in %.1fs", len(looked), WATCH_SECONDS,
+                            exc_info=True)
+                connection.close()
+                for beat in beats:
+                    beat.due = min(beat.due, now + WATCH_SECONDS)
+                continue
+            self._settle([beat for beat in beats if beat.db is db], leases, looked, held, now)
+
+    def _settle(self, beats: list[Heartbeat], leases: dict[int, tuple[Lease, bool]],
+                looked: list[tuple[Lease, bool]], held: list[bool], now: float) -> None:
+        still = {id(lease): (holds, renewing) for (lease, renewing), holds in zip(looked, held, strict=True)}
+        for beat in beats:
+            holds, renewing = still[id(beat.lease)]
+            if not holds:
+                beat.context.run(beat.lose)
+                self.remove(beat)
+            elif renewing and beat.due <= now + WATCH_SECONDS:
+                beat.renewed(now)
 
     def _wait_until(self, wake_at: float, now: float) -> None:
         # Called holding the condition: add() compares a new beat's due time with _wake_at.
@@ -173,10 +298,11 @@ def kept_alive(db: RunStore, lease: Lease) -> Iterator[None]:
 
 
 @contextmanager
-def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> Iterator[Heartbeat | None]:
+def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> Iterator[Heartbeat]:
     """Hold the lease for as long as the call inside takes; raise LeaseLost after it if it was lost.
 
-    `timeout` is how long the call may take (its client's timeout): DURABLE_HTTP_TIMEOUT_SECONDS
+    Make the call with the heartbeat it gives, `kept.call(fn, ...)`, so a lost lease (a cancel) ends the
+    wait at once. `timeout` is how long the call may take (its client's timeout): DURABLE_HTTP_TIMEOUT_SECONDS
     unless given.
     """
     timeout = durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
@@ -185,9 +311,10 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
         db.renew(lease)  # never start a call on a lease that may run out before it returns
     if connection.in_atomic_block:
         # The caller holds a transaction open: no other worker sees this claim, and a renewal on
-        # another connection would only wait for that transaction's lock.
-        yield None
+        # another connection would only wait for that transaction's lock. The call runs on this thread.
+        yield Heartbeat(db, lease)
         return
+    give_back_connection()  # invariant 21: no connection held while the call is out
     beat = Heartbeat(db, lease).start()
     try:
         yield beat

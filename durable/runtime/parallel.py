@@ -28,7 +28,7 @@ from durable.context import Call, Effect
 from durable.engine.costs import UsageOf
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
 from durable.runtime import side_effects
-from durable.runtime.heartbeat import lease_kept
+from durable.runtime.heartbeat import give_back_connection, lease_kept
 from durable.runtime.visit import Visit
 
 log = logging.getLogger("durable.activity")
@@ -113,14 +113,17 @@ def _make(visit: Visit, pending: list[_Pending], results: list[Any], of: int) ->
     size = min(len(pending), durable_settings.DURABLE_PARALLEL_CALLS)
     pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"durable-parallel-{visit.step}")
     try:
-        with lease_kept(visit.store, visit.lease):  # no second worker calls while any of these may be in flight
+        with lease_kept(visit.store, visit.lease) as kept:  # no second worker calls while any may be in flight
             running: dict[Future[Any], _Pending] = {}
             for call in pending:  # Prepare + STARTED committed before each downstream call is submitted
                 if call.start is not None:
                     call.start()
                 running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
             while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                give_back_connection()  # the writes above are done: no connection held while calls are out
+                done, _ = wait([*running, kept.loss], return_when=FIRST_COMPLETED)
+                if kept.lost:  # taken or cancelled meanwhile: what is in flight is abandoned at once
+                    raise LeaseLost(f"run {visit.lease.run_id}: lease lost while parallel calls were in flight")
                 together = []
                 for future in done:
                     call = running.pop(future)

@@ -91,8 +91,8 @@ def _journal(store: RunStore, lease: Lease, row: SideEffect, decision: Decision,
 
 def reconcile_started(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> Settled:
     """A worker met a STARTED operation (or an ambiguous answer): decide what is true."""
-    with lease_kept(store, lease):  # a slow lookup must not let a second worker look up and send meanwhile
-        finding = investigate(row, downstream)
+    with lease_kept(store, lease) as kept:  # a slow lookup must not let a second worker look up and send meanwhile
+        finding = kept.call(investigate, row, downstream)
     if finding.decision is Decision.RETRY_SAME_KEY:
         _journal(store, lease, row, finding.decision, finding.evidence)
         return Settled(outcome=None, may_have_happened=True)

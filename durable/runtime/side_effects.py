@@ -61,8 +61,8 @@ def perform(visit: Visit, *, action: str, business_key: str, downstream: Downstr
     begun.start(store, lease)
     with logs.bound(operation_id=begun.row.operation_id):
         try:
-            with lease_kept(store, lease):  # no second worker sends while this request may be in flight
-                outcome = begun.call()
+            with lease_kept(store, lease) as kept:  # no second worker sends while this request may be in flight
+                outcome = kept.call(begun.call)
         except LeaseLost:
             raise  # the run is another worker's now: it settles the STARTED row, this one writes nothing
         except Exception as exc:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -216,6 +217,29 @@ class RunStore:
         if not Run.objects.filter(id=lease.run_id, fencing_token=lease.token, status=RunStatus.RUNNING).update(
                 lease_expires_at=lease.extended(now)):
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
+    def renew_many(self, leases: Sequence[tuple[Lease, bool]]) -> list[bool]:
+        """The heartbeat's round (durable.runtime.heartbeat): for each (lease, renew), whether the lease still holds
+        (its token, RUNNING), its expiry extended when `renew`. The Postgres store does it in one statement; here
+        (SQLite, a few runs per worker) one renewal per lease due and one read for the rest."""
+        held = [False] * len(leases)
+        watched = [index for index, (_, renew) in enumerate(leases) if not renew]
+        if watched:
+            holding = Q()
+            for index in watched:
+                holding |= Q(id=leases[index][0].run_id, fencing_token=leases[index][0].token)
+            found = {(run_id, token) for run_id, token in Run.objects.filter(holding, status=RunStatus.RUNNING)
+                     .values_list("id", "fencing_token")}
+            for index in watched:
+                held[index] = (leases[index][0].run_id, leases[index][0].token) in found
+        for index, (lease, renew) in enumerate(leases):
+            if renew:
+                try:
+                    self.renew(lease)
+                    held[index] = True
+                except LeaseLost:
+                    pass
+        return held
 
     def journal(self, lease: Lease, kind: str, step: str, **fields: Any) -> JournalEntry:
         return self._journal(lease, timezone.now(), kind, step, **fields)

@@ -271,17 +271,19 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
 
 
 def _prepare(db: BaseDatabaseWrapper, statement: PreparedWrite, *, again: bool = False) -> None:
-    pgconn = db.connection.pgconn
-    prepared: tuple[Any, set[bytes]] = getattr(db, "_durable_prepared_writes", (None, set()))
-    if prepared[0] is not pgconn:
-        prepared = (pgconn, set())
-        db._durable_prepared_writes = prepared  # type: ignore[attr-defined]  # durable's state kept on Django's connection
-    if statement.name in prepared[1] and not again:
+    # Kept on psycopg's connection, not Django's: from a pool, a thread's next connection may be one another
+    # thread prepared these on, and the server refuses a name prepared twice.
+    raw = db.connection
+    prepared: set[bytes] | None = getattr(raw, "_durable_prepared_writes", None)
+    if prepared is None:
+        prepared = set()
+        raw._durable_prepared_writes = prepared  # durable's state kept on psycopg's connection
+    if statement.name in prepared and not again:
         return
-    result = pgconn.prepare(statement.name, statement.sql, statement.types)
+    result = raw.pgconn.prepare(statement.name, statement.sql, statement.types)
     if result.status not in _OK:
         raise errors.error_from_result(result)
-    prepared[1].add(statement.name)
+    prepared.add(statement.name)
 
 
 def _next_result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult | None:

@@ -149,6 +149,25 @@ _RENEW = """
  RETURNING id
 """
 
+# The heartbeat's round (RunStore.renew_many): every lease of the process's calls in flight in one statement, those
+# due renewed, the rest only read; a lease not returned is lost (another worker took the run, or it was cancelled).
+_RENEW_MANY = """
+WITH leases AS (
+    SELECT * FROM unnest(%(run_ids)s::uuid[], %(tokens)s::bigint[], %(expiries)s::timestamptz[])
+        AS lease(run_id, token, expires_at)
+), renewed AS (
+    UPDATE durable_run AS run SET lease_expires_at = leases.expires_at
+      FROM leases
+     WHERE leases.expires_at IS NOT NULL AND run.id = leases.run_id AND run.fencing_token = leases.token
+       AND run.status = 'RUNNING'
+ RETURNING run.id
+)
+SELECT id FROM renewed
+ UNION ALL
+SELECT run.id FROM durable_run AS run JOIN leases ON run.id = leases.run_id
+ WHERE leases.expires_at IS NULL AND run.fencing_token = leases.token AND run.status = 'RUNNING'
+"""
+
 _ACTIVITY_SQL = f"""
 WITH fenced AS ({_FENCE})
 INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, result, fencing_token, created_at)
@@ -289,6 +308,15 @@ class PostgresRunStore(RunStore):
         now = timezone.now()
         self._execute_fenced(_RENEW, {"run_id": lease.run_id, "token": lease.token,
                                       "lease_expires_at": lease.extended(now)}, lease)
+
+    def renew_many(self, leases: Sequence[tuple[Lease, bool]]) -> list[bool]:
+        now = timezone.now()
+        expiries = [lease.extended(now) if renew else None for lease, renew in leases]
+        _, rows = run_statement(_RENEW_MANY, {"run_ids": [lease.run_id for lease, _ in leases],
+                                              "tokens": [lease.token for lease, _ in leases],
+                                              "expiries": expiries}, "all")
+        held = {str(run_id) for (run_id,) in rows}
+        return [str(lease.run_id) in held for lease, _ in leases]
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,

@@ -216,3 +216,35 @@ def conclude(ctx: Any, state: PoisonState) -> PoisonState:
 @unstorable.output
 def poison_output(state: PoisonState) -> dict[str, Any]:
     return {"value": POISONS[state.poison]} if state.where == "output" else {"got": state.got}
+
+
+class InFlightState(BaseModel):
+    calls_file: str  # each call appends "start <run> <name>" before it waits and "end <run> <name>" after
+    seconds: float = 1.0  # how long each call takes: a model's answer, as a worker sees it
+    calls: int = 2
+    ticket: bool = False  # then a side effect after the calls: a ticket keyed by the run, opened once
+
+
+in_flight = register(Workflow(name="test-in-flight", version=1, state=InFlightState, input=InFlightState))
+
+
+def slow_call_of(calls_file: str, run_id: str, name: str, seconds: float) -> str:
+    """A call that waits as a model call does (its thread blocked), each start and end counted in the file."""
+    with open(calls_file, "a") as calls:  # one short append per line: whole lines, across threads and processes
+        calls.write(f"start {run_id} {name}\n")
+    time.sleep(seconds)
+    with open(calls_file, "a") as calls:
+        calls.write(f"end {run_id} {name}\n")
+    return name
+
+
+@in_flight.step(side_effects=["ticket"])
+def call_slowly(ctx: Any, state: InFlightState) -> InFlightState:
+    from durable.tools.demo import downstreams
+
+    for n in range(state.calls):
+        ctx.activity(f"call{n}", slow_call_of, state.calls_file, str(ctx.run_id), f"call{n}", state.seconds)
+    if state.ticket:
+        ctx.side_effect("ticket", business_key=f"T-{ctx.run_id}", downstream=downstreams.tickets,
+                        payload={"subject": "in flight"})
+    return state
