@@ -4,7 +4,7 @@ Each check is registered as an ordinary check tagged "durable", not with `deploy
 Django runs every ordinary check under `check --deploy` as well, whereas a deploy-only check
 would stay silent under `check --tag durable` unless `--deploy` were given too. Ordinary
 checks also run before `runserver` and `migrate`; reading a few step functions' source takes
-milliseconds. The two checks that read the database also carry `Tags.database` and, as
+milliseconds. The three checks that read the database also carry `Tags.database` and, as
 Django's own database checks do, run only when the command names a database:
 `check --tag durable --database default`.
 
@@ -110,6 +110,39 @@ def newest_versions_drilled(app_configs: Any = None, databases: Any = None, **kw
     if not databases:
         return []
     return check_drills(registry.all())
+
+
+@register(Tags.database, DURABLE)
+def pools_fit_the_server(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if not databases:
+        return []
+    from django.db import connection
+
+    from durable import fleet
+
+    if connection.vendor != "postgresql":
+        return []  # SQLite: a file, no connection limit
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW max_connections")
+            max_connections = int(cursor.fetchone()[0])
+        wanted = fleet.live_connections()
+    except DatabaseError:  # not migrated yet, or away: Django's own checks say so
+        return []
+    return check_connections_budget(wanted, max_connections)
+
+
+def check_connections_budget(wanted: int, max_connections: int) -> list[CheckMessage]:
+    """durable.W017: the live processes' pools together may open more connections than the server allows."""
+    if wanted <= max_connections:
+        return []
+    return [Warning(
+        f"the live processes recorded in durable_process may open {wanted} database connections together (each its "
+        f"pool's size), more than the server's max_connections of {max_connections}: once they all open theirs, "
+        "new connections are refused, other clients' too",
+        hint="Lower DURABLE_DB_POOL_SIZE, run fewer processes, raise the server's max_connections, or put PgBouncer "
+             "in front (docs/operations.md, \"Connections\").",
+        id="durable.W017")]
 
 
 # -- side effects and approvals, read from each step's source ----------------------

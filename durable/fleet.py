@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.signals import request_started
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from durable.models import Process
@@ -53,13 +53,28 @@ def loaded_workflows() -> list[str]:
     return [f"{wf.name}@{wf.version}" for wf in registry.all()]
 
 
+def pool_size() -> int:
+    """The most connections this process opens to the default database: its pool's max_size (0: no pool)."""
+    pool = connection.settings_dict.get("OPTIONS", {}).get("pool")
+    if not pool:
+        return 0
+    return int(pool.get("max_size", 4)) if isinstance(pool, dict) else 4  # psycopg_pool's default size is 4
+
+
+def live_connections() -> int:
+    """What the live processes recorded here may open at once: the sum of their pools (durable.W017)."""
+    return sum(Process.objects.filter(last_seen__gte=timezone.now() - LIVE_WITHIN)
+               .values_list("db_connections", flat=True))
+
+
 def record(kind: str) -> None:
     """Write (or rewrite, after a pid is reused) this process's row; a failure is logged, never raised."""
     me, now = this_process(kind), timezone.now()
     _recorded_as[:] = [kind]
     try:
         Process.objects.update_or_create(hostname=me.hostname, pid=me.pid, defaults={
-            "kind": kind, "started_at": me.started_at, "last_seen": now, "workflows": loaded_workflows()})
+            "kind": kind, "started_at": me.started_at, "last_seen": now, "workflows": loaded_workflows(),
+            "db_connections": pool_size()})
     except DatabaseError:  # the database not migrated yet, or away: the process runs all the same
         log.warning("could not record this %s process in durable_process", kind, exc_info=True)
 

@@ -521,6 +521,8 @@ class Process(models.Model):
     started_at = models.DateTimeField()
     last_seen = models.DateTimeField()
     workflows = models.JSONField(default=list, help_text='the workflow versions it registered: ["name@version", ...]')
+    db_connections = models.PositiveIntegerField(
+        default=0, help_text="the most database connections it opens: its connection pool's size (0: no pool)")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["hostname", "pid"], name="process_host_pid")]

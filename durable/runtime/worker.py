@@ -31,6 +31,25 @@ def configure(app: Celery) -> None:
     task_postrun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-post")
     worker_ready.connect(_start_worker_thread, weak=False, dispatch_uid="durable-worker-thread")
     worker_process_init.connect(_arm_on_park, weak=False, dispatch_uid="durable-arm-on-park")  # each pool process
+    if not _pools_dropped_at_fork:
+        os.register_at_fork(after_in_child=_drop_inherited_pools)  # a prefork pool's processes open their own
+        _pools_dropped_at_fork.append(True)
+
+
+_pools_dropped_at_fork: list[bool] = []
+_inherited_pools: list[object] = []  # kept, never finalised: closing them would close the parent's connections
+
+
+def _drop_inherited_pools() -> None:
+    """In a forked process (a prefork pool's): forget the parent's connection pools, whose connections share their
+    sockets with the parent and whose threads did not survive the fork; the child's first query opens its own."""
+    from django.db import connections
+
+    for alias in connections:
+        pools = getattr(type(connections[alias]), "_connection_pools", None)  # Django's, per backend class
+        if pools:
+            _inherited_pools.append(dict(pools))
+            pools.clear()
 
 
 def _arm_on_park(**_: object) -> None:

@@ -97,7 +97,8 @@ class ChildProcess:
 
 
 class WorkerProcess(ChildProcess):
-    """One `celery worker` process consuming durable's queue, with the solo pool by default.
+    """One `celery worker` process consuming durable's queue, with the solo pool by default (`pool=None`: the
+    project's own, the threads pool with DURABLE_WORKER_RUNS threads, as the documented command starts it).
 
     With the solo pool the process that takes a task runs it, so killing it kills the run
     mid-step: what a crash or an OOM kill does in production. The fault drill asks for the
@@ -106,7 +107,7 @@ class WorkerProcess(ChildProcess):
     """
 
     def __init__(self, *, env: dict[str, str] | None = None, beat: bool = False, log_path: Path | None = None,
-                 name: str = "worker", pool: str = "solo", concurrency: int = 1, die_with_parent: bool = False) -> None:
+                 name: str = "worker", pool: str | None = "solo", concurrency: int = 1, die_with_parent: bool = False) -> None:
         self.env = env or {}
         self.die_with_parent = die_with_parent
         self.beat = beat
@@ -119,11 +120,13 @@ class WorkerProcess(ChildProcess):
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "celery", "-A", celery_app(), "worker", f"--pool={self.pool}", "--loglevel=WARNING",
+            sys.executable, "-m", "celery", "-A", celery_app(), "worker", "--loglevel=WARNING",
             "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-n", f"{self.name}-{os.getpid()}-{id(self)}@%h",
         ]
-        if self.pool != "solo":  # the solo pool has no children to count
+        if self.pool is not None:
+            cmd.append(f"--pool={self.pool}")
+        if self.pool not in ("solo", None):  # the solo pool has no children to count; None: the settings say
             cmd.append(f"--concurrency={self.concurrency}")
         if self.beat:
             cmd += ["--beat", "--schedule", str(var_dir() / f"celerybeat-{self.name}")]

@@ -424,3 +424,20 @@ def test_w016_reads_the_projects_beat_schedule(settings):
     assert "durable.W016" in ids(checks.something_sweeps())
     settings.CELERY_BEAT_SCHEDULE = {"sweep": {"task": "durable.sweep", "schedule": 2.0}}
     assert checks.something_sweeps() == []
+
+
+@pytest.mark.django_db
+def test_w017_warns_when_the_live_processes_pools_add_up_past_the_servers_max_connections():
+    from durable.models import Process
+
+    now = timezone.now()
+    for pid in range(3):  # three live workers with pools of 40; a fourth, long gone, is not counted
+        Process.objects.create(kind="worker", hostname="box", pid=pid, started_at=now, last_seen=now, db_connections=40)
+    Process.objects.create(kind="worker", hostname="box", pid=9, started_at=now, last_seen=now - timedelta(days=1),
+                           db_connections=40)
+    (warning,) = checks.pools_fit_the_server(databases=["default"])  # the test server allows 100
+    assert warning.id == "durable.W017" and "120 database connections" in warning.msg
+    assert "DURABLE_DB_POOL_SIZE" in warning.hint
+    Process.objects.filter(pid=2).delete()
+    assert checks.pools_fit_the_server(databases=["default"]) == []  # 80 fit
+    assert checks.pools_fit_the_server() == []  # without a database, nothing is read from it

@@ -225,7 +225,7 @@ class InFlightState(BaseModel):
     ticket: bool = False  # then a side effect after the calls: a ticket keyed by the run, opened once
 
 
-in_flight = register(Workflow(name="test-in-flight", version=1, state=InFlightState, input=InFlightState))
+slow_calls = register(Workflow(name="test-slow-calls", version=1, state=InFlightState, input=InFlightState))
 
 
 def slow_call_of(calls_file: str, run_id: str, name: str, seconds: float) -> str:
@@ -238,7 +238,7 @@ def slow_call_of(calls_file: str, run_id: str, name: str, seconds: float) -> str
     return name
 
 
-@in_flight.step(side_effects=["ticket"])
+@slow_calls.step(side_effects=["ticket"])
 def call_slowly(ctx: Any, state: InFlightState) -> InFlightState:
     from durable.tools.demo import downstreams
 

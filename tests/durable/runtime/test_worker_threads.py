@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 def start_runs(count: int, calls_file: str, *, seconds: float, key: str, **extra: object) -> list[str]:
     """Runs created first and sent together, so the worker has all of them in flight at once."""
-    runs = [services.start_run(workflow="test-in-flight", business_key=f"{key}-{n}", enqueue=False,
+    runs = [services.start_run(workflow="test-slow-calls", business_key=f"{key}-{n}", enqueue=False,
                                input={"calls_file": calls_file, "seconds": seconds, **extra})[0] for n in range(count)]
     for run in runs:
         dispatch.enqueue(run.id)

@@ -15,13 +15,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def postgres_with_health_checks(settings):
+def postgres_with_health_checks(settings, unpooled):
+    """A worker without a connection pool (DURABLE_DB_POOL_SIZE=0): from a pool, Django leaves the checks to it."""
     if connection.vendor != "postgresql":
         pytest.skip("only the Postgres store sends its statements on a kept cursor")
+    given = dict(connection.settings_dict)
     connection.settings_dict["CONN_HEALTH_CHECKS"] = True
     connection.settings_dict["CONN_MAX_AGE"] = 600  # kept between tasks, as in a worker
     yield
     connection.close()
+    connection.settings_dict.update(CONN_HEALTH_CHECKS=given["CONN_HEALTH_CHECKS"], CONN_MAX_AGE=given["CONN_MAX_AGE"])
 
 
 def pending_run() -> Run:

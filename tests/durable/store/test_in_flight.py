@@ -219,7 +219,9 @@ def test_a_finish_whose_lease_was_taken_during_the_last_step_is_refused():
     assert not Checkpoint.objects.filter(run=run, seq=3).exists()
 
 
-def test_writes_are_prepared_and_sent_again_in_order_when_a_rollback_dropped_the_prepared_statements():
+def test_writes_are_prepared_and_sent_again_in_order_when_a_rollback_dropped_the_prepared_statements(unpooled):
+    """(A session of its own: the DEALLOCATE below leaves psycopg's own prepared statements unknown to the server,
+    which a pool would hand to the next test.)"""
     run, db, lease = claimed()
     with db.overlapping():
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
@@ -303,7 +305,7 @@ def test_behind_a_transaction_pooler_nothing_is_queued_behind_a_write_in_flight(
 
 
 @override_settings(DURABLE_PREPARE_STATEMENTS=False)
-def test_behind_a_transaction_pooler_the_write_in_flight_is_not_prepared():
+def test_behind_a_transaction_pooler_the_write_in_flight_is_not_prepared(unpooled):
     connection.close()  # a new session: nothing prepared on it yet
     seen: list[bool] = []
     hooks["second"] = lambda ctx: seen.append(in_flight_now())

@@ -37,7 +37,8 @@ class Command(BaseCommand):
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
         children: list[subprocess.Popen[bytes]] = []
-        worker = WorkerProcess(log_path=logs / "worker.log")  # it sweeps too, as the docs' workers do
+        # As the docs start one: the project's threads pool (DURABLE_WORKER_RUNS runs at once); it sweeps too.
+        worker = WorkerProcess(log_path=logs / "worker.log", pool=None)
         try:
             children.append(self._spawn([sys.executable, "-m", "durable.tools.sandbox", "--port", str(sandbox_port)],
                                         logs / "sandbox.log"))
