@@ -68,6 +68,7 @@ class Heartbeat:
         # call's heartbeat may have); a call's own heartbeat renews at every beat.
         self.when_stale = when_stale
         self.due = 0.0
+        self.look_at = float("inf")  # a call's: when the heartbeat next looks whether its lease still holds
         self.renewals = 0
         self.context = contextvars.copy_context()  # its log lines carry the run, step and operation ids
         self.loss: Future[None] = Future()  # done once the lease is found lost: what a call in flight waits on too
@@ -84,6 +85,8 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         self.due = time.monotonic() + self.interval
+        if not self.when_stale:  # a call: its lease is looked at every WATCH_SECONDS while it is out
+            self.look_at = time.monotonic() + WATCH_SECONDS
         self._keeping = True
         _heart.add(self)
         return self
@@ -106,6 +109,11 @@ class Heartbeat:
             raise LeaseLost(f"run {self.lease.run_id}: lease token {self.lease.token} was taken while a call was "
                             "in flight; the call is abandoned")
         return future.result()
+
+    @property
+    def next_at(self) -> float:
+        """When the heartbeat must next look at this one: to renew it, or (a call's) to see that it still holds."""
+        return min(self.due, self.look_at)
 
     def renews_now(self, now: float) -> bool:
         """Whether this round renews the lease: it is due, and (between calls) nothing else renewed it lately."""
@@ -199,7 +207,6 @@ class _Heart:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._wake_at = 0.0  # when the thread next looks at its beats (monotonic)
-        self._looked_at = 0.0  # when it last looked at the leases of the calls in flight
 
     def add(self, beat: Heartbeat) -> None:
         with self._changed:
@@ -208,7 +215,7 @@ class _Heart:
                 self._thread = threading.Thread(target=self._run, name="durable-heartbeat", daemon=True)
                 self._thread.start()
             self._beats[id(beat)] = beat
-            if min(beat.due, self._looked_at + WATCH_SECONDS) < self._wake_at:  # else found at the next look
+            if beat.next_at < self._wake_at:  # else the thread finds it at its next look, in time
                 self._changed.notify()
 
     def remove(self, beat: Heartbeat) -> None:
@@ -227,17 +234,17 @@ class _Heart:
                     connection.close()  # idle: hold no connection
                     self._wait_until(now + IDLE_WAKE_SECONDS, now)
                     continue
-                beats = list(self._beats.values())
-                watching = any(not beat.when_stale for beat in beats)  # a call in flight: watch its lease
-                wake_at = min(beat.due for beat in beats)
-                if watching:
-                    wake_at = min(wake_at, self._looked_at + WATCH_SECONDS)
+                wake_at = min(beat.next_at for beat in self._beats.values())
                 if wake_at > now:
                     self._wait_until(min(wake_at, now + IDLE_WAKE_SECONDS), now)
                     continue
-                if watching:
-                    self._looked_at = now
-            self._round(beats if watching else [beat for beat in beats if beat.due <= now], now)
+                # Every call's lease is looked at, with those due within the next look: one statement for all.
+                beats = [beat for beat in self._beats.values()
+                         if not beat.when_stale or beat.due <= now + WATCH_SECONDS]
+            self._round(beats, now)
+            for beat in beats:
+                if not beat.when_stale:
+                    beat.look_at = now + WATCH_SECONDS
             if pooled():
                 connection.close()  # back to the pool between rounds
 
@@ -258,8 +265,9 @@ class _Heart:
                 log.warning("could not renew %d lease(s); trying again in %.1fs", len(looked), WATCH_SECONDS,
                             exc_info=True)
                 connection.close()
-                for beat in beats:
-                    beat.due = min(beat.due, now + WATCH_SECONDS)
+                for beat in beats:  # those due are tried again at the next look, not at once
+                    if beat.due <= now + WATCH_SECONDS:
+                        beat.due = now + WATCH_SECONDS
                 continue
             self._settle([beat for beat in beats if beat.db is db], leases, looked, held, now)
 
@@ -275,7 +283,7 @@ class _Heart:
                 beat.renewed(now)
 
     def _wait_until(self, wake_at: float, now: float) -> None:
-        # Called holding the condition: add() compares a new beat's due time with _wake_at.
+        # Called holding the condition: add() compares a new beat's next look with _wake_at.
         self._wake_at = wake_at
         self._changed.wait(wake_at - now)
         self._wake_at = 0.0  # awake: add() need not notify

@@ -15,7 +15,7 @@ import threading
 import time
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
+from celery.signals import celeryd_after_setup, task_postrun, task_prerun, worker_process_init, worker_ready
 
 log = logging.getLogger("durable.sweeper")
 
@@ -30,6 +30,7 @@ def configure(app: Celery) -> None:
     task_prerun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-pre")
     task_postrun.connect(_close_old_database_connections, weak=False, dispatch_uid="durable-close-old-connections-post")
     worker_ready.connect(_start_worker_thread, weak=False, dispatch_uid="durable-worker-thread")
+    celeryd_after_setup.connect(_count_task_threads, weak=False, dispatch_uid="durable-task-threads")
     worker_process_init.connect(_arm_on_park, weak=False, dispatch_uid="durable-arm-on-park")  # each pool process
     if not _pools_dropped_at_fork:
         os.register_at_fork(after_in_child=_drop_inherited_pools)  # a prefork pool's processes open their own
@@ -124,10 +125,35 @@ def _make_broker_folders(sender: Celery, **_: object) -> None:
             os.makedirs(folder, exist_ok=True)
 
 
+# Whether a task's thread may keep its pooled connection until its next task: there are no more task threads in
+# the process than connections in its pool (a solo or prefork worker has one), so keeping it starves no other
+# thread, and a task is spared a pool checkout (docs/benchmarks-log.md measured a pool's per-task cost). With
+# more threads than connections (the threads pool, hundreds of runs in flight) each task gives its connection back.
+_keep_between_tasks: list[bool] = [True]
+
+
+def _count_task_threads(instance: object = None, **_: object) -> None:
+    from durable.fleet import pool_size
+
+    pool_cls = getattr(instance, "pool_cls", None)
+    module = pool_cls if isinstance(pool_cls, str) else getattr(pool_cls, "__module__", "")
+    threads = int(getattr(instance, "concurrency", 1) or 1) if any(
+        name in module for name in ("thread", "gevent", "eventlet")) else 1
+    _keep_between_tasks[0] = threads <= pool_size()
+
+
 def _close_old_database_connections(**_: object) -> None:
     # What Django does at each request's start and end: drop a connection that is broken or older than
     # CONN_MAX_AGE, keep the others. With CELERY_DB_REUSE_MAX set, Celery stops closing them all after
-    # every task, which was the largest per-run cost durable_bench --compare measured.
-    from django.db import close_old_connections
+    # every task, which was the largest per-run cost durable_bench --compare measured. From a pool (CONN_MAX_AGE
+    # 0) that closes every connection, giving it back: unless a thread may keep its own (above), but for errors.
+    from django.db import close_old_connections, connections
 
+    from durable.runtime.heartbeat import pooled
+
+    if pooled() and _keep_between_tasks[0]:
+        for db in connections.all(initialized_only=True):
+            if db.errors_occurred and not db.in_atomic_block:
+                db.close()  # the pool checks it as it comes back, and drops it if broken
+        return
     close_old_connections()

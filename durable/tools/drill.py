@@ -28,6 +28,7 @@ from django.utils.module_loading import import_string
 from durable import services
 from durable.engine.states import RunStatus
 from durable.errors import Conflict
+from durable.fleet import pool_size
 from durable.models import DrillRecord, OperatorAction, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.runtime.dispatch import drop_queue
@@ -367,9 +368,10 @@ def banner(config: DrillConfig) -> str:
     broker = settings.CELERY_BROKER_URL.split("://")[0]
     workflow = drilled_workflow(config)
     target = "" if config.target == SANDBOX else f", target {config.target}"
+    pooled = f" (connections from a pool of {pool_size()} per process)" if pool_size() else ""
     return (f"durable_drill: {workflow.name} v{workflow.version}, {config.runs_per_cell} run(s) per cell, "
             f"{len(config.points)} fault point(s) x {len(drilled_actions(config))} action(s), {config.workers} "
-            f"worker(s), database {connection.vendor}, broker {broker}{target}")
+            f"worker(s), database {connection.vendor}{pooled}, broker {broker}{target}")
 
 
 def table(columns: tuple[tuple[str, int, str], ...], rows: Iterable[Iterable[object]]) -> list[str]:

@@ -161,3 +161,20 @@ def test_step_and_in_step_writes_set_no_indexed_column_but_the_expiry_they_may_r
         set_clause = re.search(r"SET (.*?)\s+WHERE", statement, re.S).group(1)
         written = set(re.findall(r"(\w+) = ", set_clause))
         assert written & indexed == {"lease_expires_at"}  # kept as it is unless renewed: COALESCE(new, old)
+
+
+@pytest.mark.django_db
+def test_the_heartbeat_renews_every_lease_due_and_finds_every_lease_lost_in_one_statement():
+    from django.test.utils import CaptureQueriesContext
+
+    (db, due), (_, watched), (_, taken) = claimed(), claimed(), claimed()
+    Run.objects.filter(id__in=[due.run_id, watched.run_id]).update(lease_expires_at=None)
+    Run.objects.filter(id=taken.run_id).update(fencing_token=taken.token + 1)  # another worker claimed it since
+    with CaptureQueriesContext(connection) as statements:
+        held = db.renew_many([(due, True), (watched, False), (taken, True)])
+    assert held == [True, True, False]
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1  # one statement for the process's leases, however many
+    assert run_of(due).lease_expires_at is not None  # renewed
+    assert run_of(watched).lease_expires_at is None  # only looked at: not due
+    assert run_of(taken).lease_expires_at is not None and run_of(taken).fencing_token == taken.token + 1  # untouched
