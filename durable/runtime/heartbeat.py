@@ -32,10 +32,11 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -51,7 +52,7 @@ BEATS_PER_LEASE = 3  # a renewal may fail twice and the lease still holds until 
 MARGIN_SECONDS = 1.0  # kept beyond a call's timeout: a slow commit, the sweeper's clock
 IDLE_WAKE_SECONDS = 1.0  # how often the idle thread looks for beats falling due (no wake-up per claim)
 WATCH_SECONDS = 1.0  # how often the leases of calls in flight are looked at: a cancelled call's slot frees this soon
-CALL_THREADS = 4096  # the most calls in flight at once per process (threads are made only as calls need them)
+CALL_THREAD_IDLE_SECONDS = 60.0  # a call thread left with nothing to do for this long ends
 
 T = TypeVar("T")
 
@@ -165,18 +166,58 @@ def _on_call_thread(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[st
         connections.close_all()
 
 
-_calls: tuple[int, ThreadPoolExecutor] | None = None
+class _CallThreads:
+    """The threads a process makes its calls on: made as calls need them, kept CALL_THREAD_IDLE_SECONDS for the
+    next. Daemon threads, unlike a ThreadPoolExecutor's: a call a cancel abandoned never holds up the worker's
+    shutdown, which waits for its tasks, not for what they gave up on."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+        self._idle = 0  # threads that will take the next call without being asked
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._work.put((future, fn, args))
+        if spawn:
+            threading.Thread(target=self._serve, name="durable-call", daemon=True).start()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                future, fn, args = self._work.get(timeout=CALL_THREAD_IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # another idle thread takes what comes: this one may end
+                        self._idle -= 1
+                        return
+                continue  # a call was handed to this thread just now: serve it
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+
+_calls: tuple[int, _CallThreads] | None = None
 _calls_lock = threading.Lock()
 
 
-def _call_threads() -> ThreadPoolExecutor:
-    """The process's call threads (made as calls need them, reused after): a forked pool child makes its own."""
+def _call_threads() -> _CallThreads:
+    """The process's call threads: a forked pool child makes its own (threads do not survive a fork)."""
     global _calls
     calls = _calls
     if calls is None or calls[0] != os.getpid():
         with _calls_lock:
             if _calls is None or _calls[0] != os.getpid():
-                _calls = (os.getpid(), ThreadPoolExecutor(max_workers=CALL_THREADS, thread_name_prefix="durable-call"))
+                _calls = (os.getpid(), _CallThreads())
             calls = _calls
     return calls[1]
 
