@@ -10,7 +10,7 @@ be in flight. `lease_kept` wraps each such call:
   timeout well under the lease, the call ends in time even if every heartbeat fails);
 - then it gives the thread's database connection back to the process's pool: a run holds no
   connection across a call (invariant 21), so a process advancing hundreds of runs needs a pool's
-  worth of connections, not one per run;
+  worth of connections, not one per run (the heartbeat keeps one of them while the process holds runs);
 - during the call, the process's one heartbeat thread looks at every lease of the process that a call
   is waiting under, at least every WATCH_SECONDS, in one statement for all of them (RunStore.renew_many):
   it renews those due (every lease/3), fenced like every other write (token, RUNNING), and finds those
@@ -238,8 +238,9 @@ class _Heart:
 
     Starting a thread per call would cost each call a thread handoff (about a millisecond on a
     busy machine); registering with this one is a dict update. It sleeps while nothing is due and
-    no call is in flight, and then holds no database connection (Django's connections are per
-    thread; from a pool, it gives its own back after every round).
+    no call is in flight. While the process holds runs it keeps one connection of the pool: a renewal
+    that queued behind hundreds of runs' writes for a connection could come after the lease ran out.
+    Once it holds none, it gives the connection back (Django's connections are per thread).
     """
 
     def __init__(self) -> None:
@@ -286,8 +287,6 @@ class _Heart:
             for beat in beats:
                 if not beat.when_stale:
                     beat.look_at = now + WATCH_SECONDS
-            if pooled():
-                connection.close()  # back to the pool between rounds
 
     def _round(self, beats: list[Heartbeat], now: float) -> None:
         """One statement per store for every lease looked at: those due renewed, those no longer held lost."""
@@ -317,6 +316,8 @@ class _Heart:
         still = {id(lease): (holds, renewing) for (lease, renewing), holds in zip(looked, held, strict=True)}
         for beat in beats:
             holds, renewing = still[id(beat.lease)]
+            if not beat.running:  # stopped meanwhile: the run ended (released, finished) or the call returned
+                continue
             if not holds:
                 beat.context.run(beat.lose)
                 self.remove(beat)

@@ -101,7 +101,7 @@ def test_one_worker_process_with_a_pool_of_ten_connections_finishes_500_runs_in_
 def test_a_worker_killed_with_hundreds_of_runs_in_flight_leaves_each_to_another_worker_and_no_side_effect_twice(
         own_queue, calls_file, sandbox, worker_log_dir):
     fast_lease = {"DURABLE_LEASE_SECONDS": "2", "DURABLE_SWEEP_SECONDS": "1", "DURABLE_PENDING_GRACE_SECONDS": "1",
-                  "DURABLE_HTTP_TIMEOUT_SECONDS": "1", "DURABLE_DB_POOL_SIZE": "5", "DURABLE_WORKER_RUNS": "300"}
+                  "DURABLE_HTTP_TIMEOUT_SECONDS": "1", "DURABLE_WORKER_RUNS": "300"}
     runs = many(300)
     doomed = WorkerProcess(env=fast_lease, pool="threads", concurrency=runs, name="doomed-threads",
                            log_path=worker_log_dir / "doomed-threads.log").start()
