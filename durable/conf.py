@@ -43,13 +43,15 @@ SETTINGS: dict[str, Setting] = {
                                    "`--concurrency` overrides): while a run's step waits on a model or tool call, "
                                    "the process advances others. Unset: 200 on Postgres, 4 on SQLite, where "
                                    "writers take turns (docs/operations.md, \"Runs in flight\").", optional=True),
-    "DURABLE_DB_POOL_SIZE": Setting(10, "count", "Postgres: the most database connections one process (web or "
+    "DURABLE_DB_POOL_SIZE": Setting(10, "count", "Postgres, the standalone project (a host sets its own "
+                                    "`OPTIONS[\"pool\"]`): the most database connections one process (web or "
                                     "worker) opens, from Django's connection pool; a run holds one only while it "
                                     "reads or writes, never across a call. 0: no pool, a connection per thread "
                                     "kept CONN_MAX_AGE (durable.W017 adds the pools up against max_connections)."),
-    "DURABLE_DB_POOL_TIMEOUT_SECONDS": Setting(600.0, "seconds", "Postgres: how long a thread waits for a free "
-                                               "connection of its process's pool before the wait is an error; "
-                                               "generous, so an exhausted pool makes runs wait, not fail."),
+    "DURABLE_DB_POOL_TIMEOUT_SECONDS": Setting(600.0, "seconds", "Postgres, the standalone project: how long a "
+                                               "thread waits for a free connection of its process's pool before the "
+                                               "wait is an error; generous, so an exhausted pool makes runs wait, "
+                                               "not fail."),
     "DURABLE_MAX_STEP_VISITS": Setting(1000, "count", "The step budget: the most step visits a run may make "
                                        "(every step it runs, loops included) before it ends FAILED with "
                                        "`step_budget_exhausted`; a workflow sets its own with "
