@@ -27,6 +27,7 @@ class LimitedInput(BaseModel):
     retry_after: float = 2.0
     together: bool = False  # the calls go out at once (ctx.parallel)
     tenant: str = ""
+    hold_file: str = ""  # while this file exists, each call stays in flight
 
 
 class LimitedState(LimitedInput):
@@ -34,7 +35,7 @@ class LimitedState(LimitedInput):
 
 
 def limited_call(calls_file: str, label: str, hold_ms: int, tokens: int, fail_file: str,
-                 retry_after: float) -> dict[str, Any]:
+                 retry_after: float, hold_file: str = "") -> dict[str, Any]:
     with open(calls_file, "a") as calls:
         calls.write(f"start {time.time():.6f} {label}\n")
     try:
@@ -44,6 +45,8 @@ def limited_call(calls_file: str, label: str, hold_ms: int, tokens: int, fail_fi
             Path(fail_file).unlink()
             raise RetryableError("429 Too Many Requests", kind="rate_limited", retry_after=retry_after)
         time.sleep(hold_ms / 1000)
+        while hold_file and Path(hold_file).exists():
+            time.sleep(0.02)
         return {"label": label, "tokens": tokens}
     finally:
         with open(calls_file, "a") as calls:
@@ -63,7 +66,7 @@ limited = register(Workflow(
 
 @limited.step()
 def call(ctx: Context, state: LimitedState) -> LimitedState:
-    args = (state.calls_file, state.hold_ms, state.tokens, state.fail_file, state.retry_after)
+    args = (state.calls_file, state.hold_ms, state.tokens, state.fail_file, state.retry_after, state.hold_file)
     labels = [f"{ctx.business_key}:{number}" for number in range(state.calls)]
     if state.together:
         ctx.parallel(*[ctx.call("llm.chat", limited_call, args[0], label, *args[1:], limit=state.limit, usage=_usage)
