@@ -193,12 +193,8 @@ def use_by_key(grace_seconds: float) -> list[LimitRow]:
                      counts.get((limit, key), (0, 0, 0))[2], paused.get(limit)) for limit, key in sorted(keys)]
 
 
-def tokens_used(limit: str, since: datetime) -> int:
-    """Tokens counted under the limit (every key) since `since`."""
-    total = LimitUse.objects.filter(limit=limit, started_at__gt=since).aggregate(total=Sum("tokens"))["total"]
-    return int(total or 0)
-
-
-def run_ids_waiting(limit: str) -> list[UUID]:
-    return list(LimitTicket.objects.filter(limit=limit, state=WAITING, run__status=RunStatus.WAITING)
-                .values_list("run_id", flat=True))
+def used_since(limit: str, key: str, since: datetime) -> tuple[int, int]:
+    """Call starts and tokens counted under the limit and key since `since`."""
+    found = LimitUse.objects.filter(limit=limit, key=key, started_at__gt=since).aggregate(
+        starts=Count("id"), tokens=Sum("tokens"))
+    return int(found["starts"] or 0), int(found["tokens"] or 0)

@@ -424,3 +424,24 @@ def test_w016_reads_the_projects_beat_schedule(settings):
     assert "durable.W016" in ids(checks.something_sweeps())
     settings.CELERY_BEAT_SCHEDULE = {"sweep": {"task": "durable.sweep", "schedule": 2.0}}
     assert checks.something_sweeps() == []
+
+
+# -- durable.E045: DURABLE_LIMITS (docs/workflows.md, "Limits and priority") ---------------------------------------
+
+def test_limits_declared_rightly_pass_the_check():
+    assert checks.check_limits({"openai": {"concurrency": 50, "rate": "500/m", "tokens": "200000/m", "per": None},
+                                "per-customer": {"concurrency": 3, "per": "business_key"}}) == []
+
+
+def test_a_limit_declared_wrongly_is_an_error_naming_the_limit_and_the_field(settings):
+    settings.DURABLE_LIMITS = {"openai": {"rate": "500 a minute"}, "fine": {"concurrency": 1},
+                               "per-tenant": {"concurrency": 2, "per": "tenant"}}
+    found = [message for message in django_checks.run_checks(tags=["durable"]) if message.id == "durable.E045"]
+    assert [message.obj for message in found] == ["DURABLE_LIMITS['openai']", "DURABLE_LIMITS['per-tenant']"]
+    assert "limit 'openai', field 'rate'" in found[0].msg and "limit 'per-tenant', field 'per'" in found[1].msg
+
+
+def test_durable_limits_that_is_not_a_dict_is_named_by_the_settings_check(settings):
+    settings.DURABLE_LIMITS = ["openai"]
+    ids = {message.id for message in django_checks.run_checks(tags=["durable"]) if "DURABLE_LIMITS" in message.msg}
+    assert ids == {"durable.E015"}
