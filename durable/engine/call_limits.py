@@ -1,5 +1,5 @@
 """Named limits on calls (concurrency, rate, tokens per period), held across every worker: how they are declared,
-read and keyed, and how many calls a limit admits now (invariant 22). Pure rules: no Django here.
+read and keyed, and how many calls a limit admits now. Pure rules: no Django here.
 
 A limit is declared in settings (`DURABLE_LIMITS`) or in code (`durable.limit(...)`), and named by the calls it
 applies to (`ctx.activity(..., limit="openai")`). What a limit holds now (calls in flight, call starts and tokens in

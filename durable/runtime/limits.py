@@ -1,4 +1,4 @@
-"""Named limits on a run's calls (invariant 22; docs/workflows.md, "Limits and priority"): a call that names a limit
+"""Named limits on a run's calls (docs/workflows.md, "Limits and priority"): a call that names a limit
 takes room in it before it goes out and gives it back after, across every worker; a call that finds none parks its
 run (WAITING, `waiting_for` kind `limit`), holding no worker and no connection, until room frees.
 

@@ -1,4 +1,4 @@
-"""Named limits held across real Celery workers (invariant 22): a concurrency limit is never exceeded whatever the
+"""Named limits held across real Celery workers: a concurrency limit is never exceeded whatever the
 runs, a rate limit never passed in any 1-second window at the callee over two workers, a 429 with Retry-After
 pauses the limit for every run, and parked runs are woken by priority then arrival. Each call is made once."""
 from __future__ import annotations
