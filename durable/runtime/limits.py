@@ -84,17 +84,17 @@ def take(visit: Visit, name: str | None, index: int, *, may_park: bool = True) -
     while True:
         parked = None
         with transaction.atomic():
-            gate = rows.lock(name, key)
-            at = rows.now()
+            gate, at = rows.lock(name, key)
             taken, due = _admit(visit, spec, gate, call, at)
             if taken is not None:
                 return taken
             if not waited:
                 metrics.limit_throttled(name)
                 waited = True
-            if not may_park and (due is None or (due - at).total_seconds() > durable_settings.DURABLE_LIMIT_SPIN_SECONDS):
+            short = due is not None and (due - at).total_seconds() <= durable_settings.DURABLE_LIMIT_SPIN_SECONDS
+            if not short and not may_park:
                 return None
-            if due is None or (due - at).total_seconds() > durable_settings.DURABLE_LIMIT_SPIN_SECONDS:
+            if not short:
                 recheck = at + timedelta(seconds=durable_settings.DURABLE_LEASE_SECONDS)
                 parked = _park(visit, spec, key, index, due or recheck)
         if parked is not None:  # committed: the run waits, released
@@ -106,24 +106,23 @@ def take(visit: Visit, name: str | None, index: int, *, may_park: bool = True) -
 
 
 def _admit(visit: Visit, spec: LimitSpec, gate: Any, call: str, at: datetime) -> tuple[Taken | None, datetime | None]:
-    """Under the gate: the call takes room (Taken), or not (None, and when the clock alone frees some)."""
-    mine = rows.ticket_of(visit.run_id, spec.name, call)
-    if mine is not None and mine.state == rows.GRANTED and mine.granted_at is not None \
-            and mine.granted_at > at - timedelta(seconds=_grace()):
-        return _take(visit, spec, gate, call, at), None  # room kept for this run when it was woken
-    held = rows.held_now(spec, gate, at, _grace())
+    """Under the gate: the call takes room (Taken), or not (None, and when the clock alone frees some). The common
+    case, room and nobody in line, reads two queries and writes one or two rows."""
+    held, tickets = rows.held_now(spec, gate, at, _grace(), visit.run_id, call)
+    if tickets.mine_kept:
+        return _take(visit, spec, gate, call, at, ticketed=True), None  # room kept for this run when it was woken
     room = admits(spec, held)
+    if not tickets.queued and room >= 1:
+        return _take(visit, spec, gate, call, at, ticketed=tickets.mine), None
     queued = rows.waiters(gate, at, _grace())
-    if not queued and room >= 1:
-        return _take(visit, spec, gate, call, at), None
-    if mine is None or mine.state != rows.WAITING:
-        mine = rows.queue(visit.run_id, gate, call, visit.priority, at)
+    mine = rows.queue(visit.run_id, gate, call, visit.priority, at)
+    if all(waiter.ticket != mine.id for waiter in queued):  # this call's place in line, new or kept
         queued.append(rows.Waiter(mine.id, visit.run_id, RunStatus.RUNNING, mine.priority, mine.arrived_at,
                                   rows.WAITING))
     served, me = _serve(queued, room, own=mine.id)
     _grant_and_wake(served, at)
     if me:
-        return _take(visit, spec, gate, call, at), None
+        return _take(visit, spec, gate, call, at, ticketed=True), None
     return None, frees_at(spec, replace(held, granted=held.granted + len(served), in_use=held.in_use + len(served)))
 
 
@@ -152,8 +151,8 @@ def _grant_and_wake(served: list[rows.Waiter], at: datetime) -> None:
         wakes.wake(waiter.run_id, _LIMIT_WAIT)
 
 
-def _take(visit: Visit, spec: LimitSpec, gate: Any, call: str, at: datetime) -> Taken:
-    slot, use = rows.take(spec, gate, visit.run_id, call, visit.lease.token, visit.priority, at)
+def _take(visit: Visit, spec: LimitSpec, gate: Any, call: str, at: datetime, *, ticketed: bool) -> Taken:
+    slot, use = rows.take(spec, gate, visit.run_id, call, visit.lease.token, visit.priority, at, ticketed)
     return Taken(spec, gate.key, slot, use)
 
 
@@ -163,7 +162,7 @@ def _park(visit: Visit, spec: LimitSpec, key: str, index: int, due: datetime) ->
     waiting = WaitingFor(WaitKind.LIMIT, visit.step, visit.visit, due, call_index=index, limit=spec.name,
                          limit_key=key)
     visit.store.park(visit.lease, visit.step, waiting.as_json(), due)
-    left = (due - rows.now()).total_seconds()
+    left = (due - rows.now()).total_seconds()  # from when it is parked
     run_id = visit.run_id
     if wakes.arm_on_park and left < 2 * durable_settings.DURABLE_SWEEP_SECONDS:
         transaction.on_commit(lambda: wakes.arm(run_id, left))
@@ -183,19 +182,20 @@ def give_back(taken: Taken | None, *, answer: Any = None, usage: UsageOf | None 
             rows.give_back(None, taken.use, tokens)
         return
     with transaction.atomic():
-        gate = rows.lock(taken.spec.name, taken.key)
-        rows.give_back(taken.slot, taken.use, tokens)
-        at = rows.now()
+        rows.give_back(taken.slot, taken.use, tokens)  # freeing room needs no gate: only taking it does
         if pause_for is not None and pause_for > 0:
-            rows.pause(taken.spec.name, at + timedelta(seconds=pause_for))
+            rows.pause(taken.spec.name, rows.now() + timedelta(seconds=pause_for))
             metrics.limit_throttled(taken.spec.name)
             log.warning("limit %s paused for %.1f s: a call under it was asked to wait (%s)", taken.spec.name,
                         pause_for, error)
             return  # its waiters wake when the pause ends (their due time)
-        if rows.has_waiters(taken.spec.name, taken.key):
-            queued = rows.waiters(gate, at, _grace())
-            room = admits(taken.spec, rows.held_now(taken.spec, gate, at, _grace()))
-            _grant_and_wake(_serve(queued, room, own=None)[0], at)
+        if not rows.has_waiters(taken.spec.name, taken.key):
+            return
+    with transaction.atomic():  # runs wait: the room goes to them in order, under the gate
+        gate, at = rows.lock(taken.spec.name, taken.key)
+        queued = rows.waiters(gate, at, _grace())
+        room = admits(taken.spec, rows.held_now(taken.spec, gate, at, _grace())[0])
+        _grant_and_wake(_serve(queued, room, own=None)[0], at)
 
 
 def _tokens(answer: Any, usage: UsageOf | None) -> int:

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from django.db import connection
 from django.db.models import Count, F, Q, Sum
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from durable.engine.call_limits import LimitNow, LimitSpec
@@ -31,7 +32,7 @@ def _kept(at: datetime, grace_seconds: float) -> Q:
 
 
 def now() -> datetime:
-    """The database's clock, read after the gate is taken: call starts are ordered as the gate orders them."""
+    """The database's clock (SQLite: this machine's)."""
     if connection.vendor != "postgresql":
         return timezone.now()
     with connection.cursor() as cursor:
@@ -40,16 +41,22 @@ def now() -> datetime:
         return moment
 
 
-def lock(limit: str, key: str) -> LimitGate:
-    """Inside a transaction: the limit's gate row for `key`, created if new and held until the transaction ends.
-    On SQLite the UPDATE takes the database's write lock before anything is read (a read first would have to be
-    upgraded, and could fail as busy)."""
-    LimitGate.objects.bulk_create([LimitGate(limit=limit, key=key)], ignore_conflicts=True)
+def lock(limit: str, key: str) -> tuple[LimitGate, datetime]:
+    """Inside a transaction: the limit's gate row for `key` (created if new, held until the transaction ends), and
+    the database's clock read once it is held, in the same statement: call starts are ordered as the gate orders
+    them. On SQLite the UPDATE takes the database's write lock before anything is read (a read first would have to
+    be upgraded, and could fail as busy)."""
     gates = LimitGate.objects.filter(limit=limit, key=key)
     if connection.vendor == "postgresql":
-        return gates.select_for_update().get()
+        locked = gates.select_for_update().annotate(clock=RawSQL("clock_timestamp()", ()))
+        gate = locked.first()
+        if gate is None:  # a new key: its row, then the lock on it
+            LimitGate.objects.bulk_create([LimitGate(limit=limit, key=key)], ignore_conflicts=True)
+            gate = locked.get()
+        return gate, gate.clock  # the annotation above
+    LimitGate.objects.bulk_create([LimitGate(limit=limit, key=key)], ignore_conflicts=True)
     gates.update(touched_at=timezone.now())
-    return gates.get()
+    return gates.get(), timezone.now()
 
 
 def paused_until(gate: LimitGate) -> datetime | None:
@@ -66,23 +73,38 @@ def pause(limit: str, until: datetime) -> None:
                              ).update(paused_until=until)
 
 
-def held_now(spec: LimitSpec, gate: LimitGate, at: datetime, grace_seconds: float) -> LimitNow:
-    """What the limit holds for the gate's key at `at`: live slots, room granted to woken runs, starts and tokens in
-    the window. Old starts are deleted here (the window never needs them again)."""
+@dataclass(frozen=True)
+class Tickets:
+    """What the tickets of a limit and key say, besides the room they hold: whether anyone waits (or was granted
+    room that it let pass), and the asking call's own ticket."""
+
+    queued: bool  # a ticket WAITING, or GRANTED past its grace: the line must be served in order
+    mine: bool  # the asking call has a ticket
+    mine_kept: bool  # ...GRANTED and still kept for it
+
+
+def held_now(spec: LimitSpec, gate: LimitGate, at: datetime, grace_seconds: float, run_id: UUID | None = None,
+             call: str = "") -> tuple[LimitNow, Tickets]:
+    """What the limit holds for the gate's key at `at` (live slots, room granted to woken runs, starts and tokens in
+    the window) and what its tickets say: two queries, one without a rate or tokens."""
     tickets = LimitTicket.objects.filter(limit=gate.limit, key=gate.key)
-    counts = tickets.aggregate(held=Count("id", filter=_LIVE_HOLD),
-                               granted=Count("id", filter=_kept(at, grace_seconds)))
+    kept = _kept(at, grace_seconds)
+    mine = Q(run_id=run_id, call=call)
+    counts = tickets.aggregate(
+        held=Count("id", filter=_LIVE_HOLD), granted=Count("id", filter=kept),
+        queued=Count("id", filter=Q(state=WAITING) | (Q(state=GRANTED) & ~kept)),
+        mine=Count("id", filter=mine), mine_kept=Count("id", filter=mine & kept))
     starts: tuple[datetime, ...] = ()
     tokens: tuple[tuple[datetime, int], ...] = ()
     if spec.rate is not None or spec.tokens is not None:
-        uses = LimitUse.objects.filter(limit=gate.limit, key=gate.key)
         since = at - timedelta(seconds=spec.window_seconds)
-        uses.filter(started_at__lte=since).delete()
-        rows = list(uses.filter(started_at__gt=since).order_by("started_at").values_list("started_at", "tokens"))
+        rows = list(LimitUse.objects.filter(limit=gate.limit, key=gate.key, started_at__gt=since)
+                    .order_by("started_at").values_list("started_at", "tokens"))
         starts = tuple(started for started, _ in rows)
         tokens = tuple((started, count) for started, count in rows if count)
-    return LimitNow(at, in_use=counts["held"] + counts["granted"], starts=starts, tokens=tokens,
+    held = LimitNow(at, in_use=counts["held"] + counts["granted"], starts=starts, tokens=tokens,
                     granted=counts["granted"], paused_until=paused_until(gate))
+    return held, Tickets(counts["queued"] > 0, counts["mine"] > 0, counts["mine_kept"] > 0)
 
 
 @dataclass(frozen=True)
@@ -109,10 +131,6 @@ def waiters(gate: LimitGate, at: datetime, grace_seconds: float) -> list[Waiter]
     return [waiter for waiter in rows if waiter.ticket not in ended]
 
 
-def ticket_of(run_id: UUID, limit: str, call: str) -> LimitTicket | None:
-    return LimitTicket.objects.filter(run_id=run_id, limit=limit, call=call).first()
-
-
 def queue(run_id: UUID, gate: LimitGate, call: str, priority: int, at: datetime) -> LimitTicket:
     """The run's ticket for its call, WAITING from `at` unless it has one (a slot left by a dead lease waits again,
     keeping its place)."""
@@ -130,22 +148,29 @@ def grant(tickets: Iterable[int], at: datetime) -> None:
     LimitTicket.objects.filter(id__in=list(tickets)).update(state=GRANTED, granted_at=at)
 
 
-def take(spec: LimitSpec, gate: LimitGate, run_id: UUID, call: str, token: int, priority: int,
-         at: datetime) -> tuple[int | None, int | None]:
+def take(spec: LimitSpec, gate: LimitGate, run_id: UUID, call: str, token: int, priority: int, at: datetime,
+         ticketed: bool) -> tuple[int | None, int | None]:
     """The call starts: a slot held under the lease's token (concurrency), a start in the window (rate, tokens).
-    Returns (the slot's ticket id, the start's id), each None when the limit does not count it."""
+    `ticketed`: the call has a ticket (it waited). Returns (the slot's ticket id, the start's id), each None when
+    the limit does not count it."""
     slot = None
     if spec.concurrency is not None:
-        ticket, _ = LimitTicket.objects.update_or_create(
-            run_id=run_id, limit=gate.limit, call=call,
-            defaults={"key": gate.key, "state": HELD, "token": token, "granted_at": None},
-            create_defaults={"key": gate.key, "state": HELD, "token": token, "priority": priority, "arrived_at": at})
-        slot = ticket.id
-    else:
+        held = {"key": gate.key, "state": HELD, "token": token, "granted_at": None}
+        if ticketed:
+            slot = LimitTicket.objects.update_or_create(run_id=run_id, limit=gate.limit, call=call, defaults=held,
+                                                        create_defaults={**held, "priority": priority,
+                                                                         "arrived_at": at})[0].id
+        else:
+            slot = LimitTicket.objects.create(run_id=run_id, limit=gate.limit, call=call, priority=priority,
+                                              arrived_at=at, **held).id
+    elif ticketed:
         LimitTicket.objects.filter(run_id=run_id, limit=gate.limit, call=call).delete()
     use = None
     if spec.rate is not None or spec.tokens is not None:
         use = LimitUse.objects.create(limit=gate.limit, key=gate.key, started_at=at).id
+        if use % 32 == 0:  # now and then, the starts the window no longer needs
+            LimitUse.objects.filter(limit=gate.limit, key=gate.key,
+                                    started_at__lte=at - timedelta(seconds=spec.window_seconds)).delete()
     return slot, use
 
 

@@ -68,12 +68,13 @@ limited = register(Workflow(
 def call(ctx: Context, state: LimitedState) -> LimitedState:
     args = (state.calls_file, state.hold_ms, state.tokens, state.fail_file, state.retry_after, state.hold_file)
     labels = [f"{ctx.business_key}:{number}" for number in range(state.calls)]
+    limit = state.limit or None  # "": the same calls under no limit
     if state.together:
-        ctx.parallel(*[ctx.call("llm.chat", limited_call, args[0], label, *args[1:], limit=state.limit, usage=_usage)
+        ctx.parallel(*[ctx.call("llm.chat", limited_call, args[0], label, *args[1:], limit=limit, usage=_usage)
                        for label in labels])
     else:
         for label in labels:
-            ctx.activity("llm.chat", limited_call, args[0], label, *args[1:], limit=state.limit, usage=_usage)
+            ctx.activity("llm.chat", limited_call, args[0], label, *args[1:], limit=limit, usage=_usage)
     state.done = state.calls
     return state
 

@@ -6,7 +6,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.test import Client
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from durable import services
 from durable.engine.states import RunStatus
@@ -219,3 +221,24 @@ def test_what_each_limit_holds_is_read_for_the_console_and_the_metrics(one_at_a_
     advance(start(calls_file, "A"))
     during_call.clear()
     assert [(row.limit, row.in_use, row.waiting) for row in seen[0]] == [("test-limit", 1, 1)]
+
+
+def test_metrics_say_each_limits_use_its_waiting_runs_and_how_often_it_was_full(one_at_a_time, calls_file, settings):
+    settings.DURABLE_METRICS_TOKEN = "scrape-secret"
+
+    def scraped() -> dict[tuple[str, str], float]:
+        page = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").content.decode()
+        return {(sample.name, sample.labels.get("limit", "")): sample.value
+                for family in text_string_to_metric_families(page) for sample in family.samples}
+
+    throttled_before = scraped().get(("limit_throttled_total", "test-limit"), 0.0)
+    waiter = start(calls_file, "B")
+    seen = []
+    during_call.append(lambda: (advance(waiter), seen.append(scraped())) if not seen else None)
+    advance(start(calls_file, "A"))
+    during_call.clear()
+    assert seen[0][("limit_in_use", "test-limit")] == 1 and seen[0][("limit_waiting_runs", "test-limit")] == 1
+    assert seen[0][("limit_throttled_total", "test-limit")] == throttled_before + 1
+    after = scraped()
+    assert after[("limit_in_use", "test-limit")] == 1  # the room kept for B, woken to take it
+    assert after[("limit_waiting_runs", "test-limit")] == 0
