@@ -182,20 +182,20 @@ def give_back(taken: Taken | None, *, answer: Any = None, usage: UsageOf | None 
             rows.give_back(None, taken.use, tokens)
         return
     with transaction.atomic():
-        rows.give_back(taken.slot, taken.use, tokens)  # freeing room needs no gate: only taking it does
+        # Under the gate: a call that found no room and parks did so before this (its ticket is seen below) or sees
+        # the slot freed; no wake is lost between the two.
+        gate, at = rows.lock(taken.spec.name, taken.key)
+        rows.give_back(taken.slot, taken.use, tokens)
         if pause_for is not None and pause_for > 0:
-            rows.pause(taken.spec.name, rows.now() + timedelta(seconds=pause_for))
+            rows.pause(taken.spec.name, at + timedelta(seconds=pause_for))
             metrics.limit_throttled(taken.spec.name)
             log.warning("limit %s paused for %.1f s: a call under it was asked to wait (%s)", taken.spec.name,
                         pause_for, error)
             return  # its waiters wake when the pause ends (their due time)
-        if not rows.has_waiters(taken.spec.name, taken.key):
-            return
-    with transaction.atomic():  # runs wait: the room goes to them in order, under the gate
-        gate, at = rows.lock(taken.spec.name, taken.key)
-        queued = rows.waiters(gate, at, _grace())
-        room = admits(taken.spec, rows.held_now(taken.spec, gate, at, _grace())[0])
-        _grant_and_wake(_serve(queued, room, own=None)[0], at)
+        if rows.has_waiters(taken.spec.name, taken.key):  # runs wait: the room goes to them in order
+            queued = rows.waiters(gate, at, _grace())
+            room = admits(taken.spec, rows.held_now(taken.spec, gate, at, _grace())[0])
+            _grant_and_wake(_serve(queued, room, own=None)[0], at)
 
 
 def _tokens(answer: Any, usage: UsageOf | None) -> int:
