@@ -140,6 +140,11 @@ SETTINGS: dict[str, Setting] = {
                               "{\"concurrency\": 50, \"rate\": \"500/m\", \"tokens\": \"200000/m\"}}`. A call "
                               "names one with `limit=`; the environment variable holds it as JSON. Checked at start-up "
                               "(`durable.E045`)."),
+    "DURABLE_LIMIT_RATE_MARGIN_SECONDS": Setting(0.1, "seconds", "A rate limit counts call starts in its period "
+                                                 "widened by this margin, so that a provider counting arrivals sees at "
+                                                 "most N in any period although each call reaches it a little after "
+                                                 "its start was recorded; costs margin / period of a rate's "
+                                                 "throughput."),
     "DURABLE_LIMIT_SPIN_SECONDS": Setting(0.25, "seconds", "A call whose limit frees room within this many seconds "
                                           "(a rate's window slides) waits in its thread and tries again; a longer "
                                           "wait parks its run. 0: always park."),

@@ -22,11 +22,11 @@ _RATE = re.compile(r"\s*(\d+)\s*/\s*([smh])\s*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _PER_FIELD = re.compile(r"(label|input):([A-Za-z_][A-Za-z0-9_]{0,99})")
 FIELDS = ("concurrency", "rate", "tokens", "per")
-# A rate's window is widened by this margin (seconds) so that a downstream counting arrivals sees no more than N in
-# any window of the period, although each call reaches it a little after its start was recorded (network, threads):
-# a call started at t arrives within [t, t + margin], so N starts in any period + margin means N arrivals at most in
-# any period. Costs margin / period of the throughput (5% of a rate per second).
-RATE_MARGIN_SECONDS = 0.05
+# A rate's window is widened by a margin (seconds; DURABLE_LIMIT_RATE_MARGIN_SECONDS, this by default) so that a
+# downstream counting arrivals sees no more than N in any window of the period, although each call reaches it a little
+# after its start was recorded (commit, threads, network): a call started at t arrives within [t, t + margin], so N
+# starts in any period + margin means N arrivals at most in any period. Costs margin / period of the throughput.
+RATE_MARGIN_SECONDS = 0.1
 
 
 class LimitError(DurableError, ValueError):
@@ -67,6 +67,7 @@ class LimitSpec:
     rate: Rate | None = None
     tokens: Rate | None = None
     per: str | None = None  # None, "business_key", or "label:<field>" / "input:<field>" (the run input's field)
+    margin: float = RATE_MARGIN_SECONDS  # a rate's window is widened by this (see RATE_MARGIN_SECONDS)
 
     @classmethod
     def parse(cls, name: object, value: object) -> LimitSpec:
@@ -101,7 +102,7 @@ class LimitSpec:
     @property
     def window_seconds(self) -> float:
         """How far back call starts and tokens count: the longest period, a rate's with its margin."""
-        rate = self.rate.seconds + RATE_MARGIN_SECONDS if self.rate else 0.0
+        rate = self.rate.seconds + self.margin if self.rate else 0.0
         return max(rate, self.tokens.seconds if self.tokens else 0.0)
 
     def key_of(self, business_key: str, input: Mapping[str, Any] | None) -> str:
@@ -164,7 +165,7 @@ def admits(spec: LimitSpec, held: LimitNow) -> int | float:
     if spec.concurrency is not None:
         room = min(room, spec.concurrency - held.in_use)
     if spec.rate is not None:
-        window = spec.rate.seconds + RATE_MARGIN_SECONDS
+        window = spec.rate.seconds + spec.margin
         started = sum(1 for at in held.starts if _in(window, held.now, at))
         room = min(room, spec.rate.count - started - held.granted)
     if spec.tokens is not None:
@@ -181,7 +182,7 @@ def frees_at(spec: LimitSpec, held: LimitNow) -> datetime | None:
     if held.paused_until is not None and held.paused_until > held.now:
         times.append(held.paused_until)
     if spec.rate is not None:
-        window = spec.rate.seconds + RATE_MARGIN_SECONDS
+        window = spec.rate.seconds + spec.margin
         started = sorted(at for at in held.starts if _in(window, held.now, at))
         over = len(started) + held.granted - spec.rate.count
         if over >= 0 and started:

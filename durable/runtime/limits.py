@@ -41,7 +41,9 @@ _LIMIT_WAIT = Q(waiting_for__kind=WaitKind.LIMIT.value)
 def declared() -> dict[str, LimitSpec]:
     """Every limit: those declared in code, and DURABLE_LIMITS's (which win). LimitError when a setting is wrong
     (the system check durable.E045 names it at start-up)."""
-    return {**declared_in_code, **parse_limits(durable_settings.DURABLE_LIMITS)}
+    margin = float(durable_settings.DURABLE_LIMIT_RATE_MARGIN_SECONDS)
+    return {name: replace(spec, margin=margin) for name, spec in
+            {**declared_in_code, **parse_limits(durable_settings.DURABLE_LIMITS)}.items()}
 
 
 def spec_of(name: str) -> LimitSpec:

@@ -167,7 +167,10 @@ def take(spec: LimitSpec, gate: LimitGate, run_id: UUID, call: str, token: int, 
         LimitTicket.objects.filter(run_id=run_id, limit=gate.limit, call=call).delete()
     use = None
     if spec.rate is not None or spec.tokens is not None:
-        use = LimitUse.objects.create(limit=gate.limit, key=gate.key, started_at=at).id
+        # Its start as late as the gate allows, by the clock, right before the call goes out (still ordered by the
+        # gate, and no earlier than the moment its room was counted at).
+        clock = RawSQL("clock_timestamp()", ()) if connection.vendor == "postgresql" else timezone.now()
+        use = LimitUse.objects.create(limit=gate.limit, key=gate.key, started_at=clock).id
         if use % 32 == 0:  # now and then, the starts the window no longer needs
             LimitUse.objects.filter(limit=gate.limit, key=gate.key,
                                     started_at__lte=at - timedelta(seconds=spec.window_seconds)).delete()
