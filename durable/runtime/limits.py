@@ -224,7 +224,3 @@ def held(visit: Visit, name: str | None, index: int, usage: UsageOf | None) -> I
         raise
     give_back(taken, answer=answered[0] if answered else None, usage=usage)
 
-
-def dropped(run_id: Any) -> None:
-    """A run that ended while it waited for a limit gives its tickets up (its place in line, room granted)."""
-    rows.drop_run(run_id)

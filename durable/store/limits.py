@@ -189,11 +189,6 @@ def has_waiters(limit: str, key: str) -> bool:
     return LimitTicket.objects.filter(limit=limit, key=key, state=WAITING).exists()
 
 
-def drop_run(run_id: UUID | str) -> int:
-    """A run that ended (cancelled while it waited) gives up its tickets."""
-    return LimitTicket.objects.filter(run_id=run_id).delete()[0]
-
-
 @dataclass(frozen=True)
 class LimitRow:
     """One limit and key as the console and the metrics show it."""
