@@ -140,7 +140,7 @@ SETTINGS: dict[str, Setting] = {
                               "{\"concurrency\": 50, \"rate\": \"500/m\", \"tokens\": \"200000/m\"}}`. A call "
                               "names one with `limit=`; the environment variable holds it as JSON. Checked at start-up "
                               "(`durable.E045`)."),
-    "DURABLE_LIMIT_RATE_MARGIN_SECONDS": Setting(0.1, "seconds", "A rate limit counts call starts in its period "
+    "DURABLE_LIMIT_RATE_MARGIN_SECONDS": Setting(0.05, "seconds", "A rate limit counts call starts in its period "
                                                  "widened by this margin, so that a provider counting arrivals sees at "
                                                  "most N in any period although each call reaches it a little after "
                                                  "its start was recorded; costs margin / period of a rate's "

@@ -26,7 +26,7 @@ FIELDS = ("concurrency", "rate", "tokens", "per")
 # downstream counting arrivals sees no more than N in any window of the period, although each call reaches it a little
 # after its start was recorded (commit, threads, network): a call started at t arrives within [t, t + margin], so N
 # starts in any period + margin means N arrivals at most in any period. Costs margin / period of the throughput.
-RATE_MARGIN_SECONDS = 0.1
+RATE_MARGIN_SECONDS = 0.05
 
 
 class LimitError(DurableError, ValueError):
