@@ -106,7 +106,7 @@ def test_a_run_woken_from_a_limit_reuses_the_calls_it_recorded_before_it(setting
     assert run.status == RunStatus.WAITING and run.waiting_for["call_index"] == 1
     assert run.next_attempt_at > timezone.now() + timedelta(minutes=59)  # when the window frees the room
     LimitUse.objects.update(started_at=timezone.now() - timedelta(hours=2))  # an hour passes
-    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now())
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))  # due
     assert wakes.wake_due() == [run.id]
     assert advance(run).status == RunStatus.SUCCEEDED
     assert labels(calls_file) == ["A:0", "A:1"]  # the first call was reused, not made again
