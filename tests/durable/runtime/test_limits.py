@@ -199,6 +199,17 @@ def test_calls_at_once_take_room_each_and_send_what_fits_one_after_the_other(one
     assert not LimitTicket.objects.filter(state="HELD").exists()
 
 
+def test_calls_at_once_park_the_run_when_none_is_in_flight_and_what_answered_is_reused(settings, calls_file):
+    settings.DURABLE_LIMITS = {"test-limit": {"rate": "1/h"}}
+    run = advance(start(calls_file, "A", calls=2, together=True))
+    assert run.status == RunStatus.WAITING and run.waiting_for["kind"] == "limit"  # the first answered, then no room
+    LimitUse.objects.update(started_at=timezone.now() - timedelta(hours=2))  # an hour passes
+    Run.objects.filter(id=run.id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    assert wakes.wake_due() == [run.id]
+    assert advance(run).status == RunStatus.SUCCEEDED
+    assert labels(calls_file) == ["A:0", "A:1"]  # the first call was reused, not made again
+
+
 def test_a_limit_per_business_key_counts_each_key_apart(settings, calls_file):
     settings.DURABLE_LIMITS = {"test-limit": {"concurrency": 1, "per": "business_key"}}
     other = start(calls_file, "B")
