@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 # Each public name and the module that owns it: what a workflow module imports to declare its workflows
 # (Workflow, register, RetryPolicy, Migration), type its steps' context (Context), declare its approvals
 # (Revalidation), its downstream adapters (register_downstream, Downstream, Capabilities, DownstreamOutcome,
-# Classification, classify), its model calls' usage and budget (Usage, Budget) and its errors.
+# Classification, classify), its model calls' usage and budget (Usage, Budget), its named limits (limit) and its
+# errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
     "Budget": "durable.engine.costs",
@@ -42,6 +43,7 @@ _PUBLIC = {
     "WrongThread": "durable.engine.errors",
     "bound_to_run": "durable.engine.untrusted",
     "classify": "durable.engine.errors",
+    "limit": "durable.engine.call_limits",
     "register": "durable.registry",
     "register_downstream": "durable.downstream",
     "send_event": "durable.sending",
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from durable.downstream import register_downstream as register_downstream
     from durable.engine.active_runs import OnActiveBusinessKey as OnActiveBusinessKey
     from durable.engine.approvals import Revalidation as Revalidation
+    from durable.engine.call_limits import limit as limit
     from durable.engine.costs import Budget as Budget
     from durable.engine.costs import Usage as Usage
     from durable.engine.errors import ActivityError as ActivityError

@@ -88,6 +88,11 @@ def settings_are_valid(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     return check_settings(settings)
 
 
+@register(DURABLE)
+def limits_are_declared_rightly(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return check_limits(durable_settings.DURABLE_LIMITS)
+
+
 @register(Tags.security, DURABLE)
 def logins_lock_out_by_username(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     from django.apps import apps
@@ -490,4 +495,23 @@ def check_settings(project_settings: Any) -> list[CheckMessage]:
         if wrong:
             found.append(Error(f"{name} {wrong}.", hint=f"{SETTINGS[name].meaning} Default: {SETTINGS[name].default!r} "
                                "(docs/configuration.md).", obj=name, id="durable.E015"))
+    return found
+
+
+def check_limits(declared: Any) -> list[CheckMessage]:
+    """durable.E045: each limit of DURABLE_LIMITS has a name, at least one of concurrency/rate/tokens, and fields
+    that read (a rate "N/s", "N/m" or "N/h"; `per` None, "business_key" or "label:<field>"); the error names the
+    limit and the field."""
+    from durable.engine.call_limits import LimitSpec
+
+    if not isinstance(declared, dict):
+        return []  # durable.E015 names a DURABLE_LIMITS that is not a dict
+    found: list[CheckMessage] = []
+    for name, value in declared.items():
+        try:
+            LimitSpec.parse(name, value)
+        except ValueError as exc:
+            found.append(Error(f"DURABLE_LIMITS: {exc}.", hint="A limit is {\"concurrency\": N, \"rate\": \"N/m\", "
+                               "\"tokens\": \"N/m\", \"per\": None} with at least one of the first three "
+                               "(docs/configuration.md).", obj=f"DURABLE_LIMITS[{name!r}]", id="durable.E045"))
     return found

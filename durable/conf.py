@@ -23,7 +23,7 @@ from django.conf import settings
 @dataclass(frozen=True)
 class Setting:
     default: Any
-    kind: str  # "seconds", "number", "count", "flag", "text", "url", "modules", "path", "prices"
+    kind: str  # "seconds", "number", "count", "flag", "text", "url", "modules", "path", "prices", "limits"
     meaning: str
     optional: bool = False  # None is allowed (and is the default)
 
@@ -147,6 +147,21 @@ SETTINGS: dict[str, Setting] = {
                                     "claims agent's planner, the support agent); empty: their scripted models."),
     "DURABLE_LLM_API_KEY": Setting("", "text", "The API key for DURABLE_LLM_BASE_URL."),
     "DURABLE_LLM_MODEL": Setting("gpt-4o-mini", "text", "The model the demo's agents ask for."),
+    # Named limits on calls, held across every worker (docs/workflows.md, "Limits and priority").
+    "DURABLE_LIMITS": Setting({}, "limits", "Named limits on calls, each with any of `concurrency` (calls at once), "
+                              "`rate` and `tokens` (\"N/s\", \"N/m\" or \"N/h\") and `per` (None, "
+                              "\"business_key\" or \"label:<field of the run's input>\"): `{\"openai\": "
+                              "{\"concurrency\": 50, \"rate\": \"500/m\", \"tokens\": \"200000/m\"}}`. A call "
+                              "names one with `limit=`; the environment variable holds it as JSON. Checked at start-up "
+                              "(`durable.E045`)."),
+    "DURABLE_LIMIT_RATE_MARGIN_SECONDS": Setting(0.05, "seconds", "A rate limit counts call starts in its period "
+                                                 "widened by this margin, so that a provider counting arrivals sees at "
+                                                 "most N in any period although each call reaches it a little after "
+                                                 "its start was recorded; costs margin / period of a rate's "
+                                                 "throughput."),
+    "DURABLE_LIMIT_SPIN_SECONDS": Setting(0.25, "seconds", "A call whose limit frees room within this many seconds "
+                                          "(a rate's window slides) waits in its thread and tries again; a longer "
+                                          "wait parks its run. 0: always park."),
     # What model calls cost (docs/workflows.md, "Model calls and budgets").
     "DURABLE_LLM_PRICES": Setting({}, "prices", "Each model's price per million input and output tokens, as "
                                   "decimal strings: `{\"gpt-4o-mini\": {\"input\": \"0.15\", \"output\": "
@@ -209,4 +224,6 @@ def problem(name: str, value: Any) -> str | None:
             PriceTable.parse(value)
         except ValueError as exc:
             return str(exc)
+    elif kind == "limits" and not isinstance(value, dict):
+        return f"must be a dict of limit name -> fields, not {type(value).__name__} {value!r}"  # the rest: E045
     return None

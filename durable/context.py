@@ -24,7 +24,7 @@ T = TypeVar("T", bound=BaseModel)  # what `returns=` names: a pydantic model
 
 @dataclass(frozen=True)
 class Call:
-    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., usage=..., **kwargs)`."""
+    """An activity for ctx.parallel, made by `ctx.call(name, fn, *args, returns=..., usage=..., limit=..., **kwargs)`."""
 
     name: str
     fn: Callable[..., Any]
@@ -32,6 +32,7 @@ class Call:
     kwargs: dict[str, Any] = field(default_factory=dict)
     returns: type | None = None
     usage: UsageOf | None = None  # a model call's: what its answer says it used
+    limit: str | None = None  # the named limit it takes room in (docs/workflows.md, "Limits and priority")
 
 
 @dataclass(frozen=True)
@@ -86,24 +87,26 @@ class Context(Protocol):
 
     @overload
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T],
-                 usage: UsageOf | None = None, **kwargs: Any) -> T: ...
+                 usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> T: ...
 
     @overload
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: None = None,
-                 usage: UsageOf | None = None, **kwargs: Any) -> Any: ...
+                 usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> Any: ...
 
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
-                 usage: UsageOf | None = None, **kwargs: Any) -> Any:
+                 usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> Any:
         """Run a non-deterministic call (LLM, read) once; on replay return what it returned then.
 
         The result is recorded as JSON before the step goes on. Pass `returns=SomeModel` to get it back as that
         pydantic model, live and on replay alike. A model call says so with `usage=`, a function of its answer
         returning a `durable.Usage` (or None): what it used is recorded and priced with its result, and the run's
-        budget is checked before it is made.
+        budget is checked before it is made. `limit="openai"` names a limit (DURABLE_LIMITS or `durable.limit`)
+        the call takes room in before it goes out, across every worker; with none soon, the run waits for it,
+        parked (docs/workflows.md, "Limits and priority").
         """
 
     def call(self, name: str, fn: Callable[..., Any], *args: Any, returns: type | None = None,
-             usage: UsageOf | None = None, **kwargs: Any) -> Call:
+             usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> Call:
         """An activity for `ctx.parallel`: made as `ctx.activity(name, fn, *args, **kwargs)` would make it."""
 
     def effect(self, action: str, *, business_key: str, downstream: Downstream, payload: dict[str, Any]) -> Effect:

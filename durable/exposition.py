@@ -56,6 +56,7 @@ class DatabaseGauges(Collector):
         yield wait_overdue(now)
         for read in _app_gauges.values():
             yield from read(now)
+        yield from limit_gauges()
         unknown = GaugeMetricFamily("side_effect_unknown_operations",
                                     "Operations UNKNOWN now, waiting for an operator's resolution")
         unknown.add_metric([], SideEffect.objects.filter(status=OperationStatus.UNKNOWN).count())
@@ -64,6 +65,32 @@ class DatabaseGauges(Collector):
                                         "waiting now for an operator to raise it or cancel them")
         over_budget.add_metric([], Run.objects.filter(WAITING_ON_BUDGET).count())  # NEEDS_ATTENTION: few rows
         yield over_budget
+
+
+def limit_gauges() -> Iterator[GaugeMetricFamily]:
+    """Per named limit (every key together): calls in flight (and room granted to woken runs), and runs parked
+    waiting for room. Two queries, whatever the number of runs."""
+    from durable.runtime.limits import declared
+    from durable.store.limits import use_by_key
+
+    try:
+        names = set(declared())
+    except ValueError:  # durable.E045 names the wrong setting
+        names = set()
+    in_use = GaugeMetricFamily("limit_in_use", "Calls in flight under a named limit, with room granted to woken runs "
+                               "not yet taken", labels=["limit"])
+    waiting = GaugeMetricFamily("limit_waiting_runs", "Runs parked waiting for a named limit's room",
+                                labels=["limit"])
+    totals: dict[str, list[int]] = {name: [0, 0] for name in names}
+    for row in use_by_key(float(durable_settings.DURABLE_PENDING_GRACE_SECONDS)):
+        total = totals.setdefault(row.limit, [0, 0])
+        total[0] += row.in_use
+        total[1] += row.waiting
+    for name, (used, parked) in sorted(totals.items()):
+        in_use.add_metric([name], used)
+        waiting.add_metric([name], parked)
+    yield in_use
+    yield waiting
 
 
 def checkpoint_ages(now: datetime) -> GaugeMetricFamily:

@@ -84,6 +84,9 @@ LLM_UNPRICED_TOKENS = Counter(
 BUDGETS_EXHAUSTED = Counter(
     "llm_budget_exhausted_total", "Runs stopped before a model call by their budget: each waits in NEEDS_ATTENTION "
     "for an operator to raise it or cancel the run", WORKFLOW)
+LIMIT_THROTTLED = Counter(
+    "limit_throttled_total", "Calls that found their named limit full (they waited in their thread or parked their "
+    "run), and pauses a provider's Retry-After put on the limit", ("limit",))
 
 DUPLICATES_PREVENTED = Counter(
     "side_effect_duplicate_prevented_total", "Side effects re-entered after they succeeded: the recorded "
@@ -172,6 +175,10 @@ def model_called(workflow: str, priced: PricedUsage) -> None:
 
 def budget_exhausted(workflow: str, version: int) -> None:
     BUDGETS_EXHAUSTED.labels(workflow, str(version)).inc()
+
+
+def limit_throttled(limit: str) -> None:
+    LIMIT_THROTTLED.labels(limit).inc()
 
 
 def duplicate_prevented(action: str) -> None:

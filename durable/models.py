@@ -71,6 +71,8 @@ class Run(models.Model):
     # Its budget: the workflow's when it started (Workflow.budget), raised by an operator; NULL: no limit.
     budget_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     budget_cost = models.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, null=True, blank=True)
+    # Higher goes first where runs wait for a named limit's room (durable/engine/call_limits.py): -100..100.
+    priority = models.SmallIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -547,3 +549,56 @@ class SweepTurn(models.Model):
 
     def __str__(self) -> str:
         return f"next sweep due at {self.due_at:%H:%M:%S} (last taken by {self.taken_by or 'nobody'})"
+
+
+class LimitGate(models.Model):
+    """One named limit for one key (durable/engine/call_limits.py): the row every worker takes first, so that two
+    workers never both count room and both take it; and the limit's pause after a provider asked it to wait."""
+
+    limit = models.CharField(max_length=100)
+    key = models.CharField(max_length=200, blank=True, default="")
+    # A provider answered 429 with Retry-After on a call under this limit: no call of it starts before this time
+    # (kept on the limit's row for key "", read by every key).
+    paused_until = models.DateTimeField(null=True, blank=True)
+    touched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["limit", "key"], name="limit_gate_one_per_key")]
+
+
+class LimitTicket(models.Model):
+    """A run's call under a named limit: HELD while it is in flight (a concurrency slot, tied to the lease that took
+    it: a run re-claimed or ended frees it), WAITING while its run is parked for room, GRANTED once a call giving
+    room back woke it (the room is kept for it until it takes it, or a grace period passes)."""
+
+    class State(models.TextChoices):
+        HELD = "HELD"
+        WAITING = "WAITING"
+        GRANTED = "GRANTED"
+
+    limit = models.CharField(max_length=100)
+    key = models.CharField(max_length=200, blank=True, default="")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="limit_tickets")
+    call = models.CharField(max_length=40, help_text="the call in its run: visit.call_index")
+    state = models.CharField(max_length=10, choices=State.choices)
+    token = models.PositiveBigIntegerField(default=0, help_text="HELD: the fencing token of the lease that took it")
+    priority = models.SmallIntegerField(default=0)
+    arrived_at = models.DateTimeField()
+    granted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "limit", "call"], name="limit_ticket_one_per_call")]
+        indexes = [models.Index(fields=["limit", "key", "state"], name="limit_ticket_state")]
+
+
+class LimitUse(models.Model):
+    """A call's start under a limit with a rate or tokens, and the tokens it used (added when it answered): the
+    sliding window counts these. Rows older than the window are deleted as new ones come."""
+
+    limit = models.CharField(max_length=100)
+    key = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField()
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["limit", "key", "started_at"], name="limit_use_window")]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from durable import budgets, fleet, metrics, tracing
 from durable.audit import acting_user, audit
 from durable.engine.active_runs import OnActiveBusinessKey
+from durable.engine.call_limits import check_priority
 from durable.engine.ids import request_hash
 from durable.engine.json_values import UnstorableJSON, check_storable
 from durable.engine.ledger import OperationStatus
@@ -61,7 +62,7 @@ START_OLDER_VERSION = "durable.start_older_version"
 def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempotency_key: str | None = None,
               user: Caller | None = None, enqueue: bool = True, version: int | None = None,
               reason: str = "", source: str = "api", allow_older_version: bool = False,
-              parent_run_id: UUID | None = None) -> tuple[Run, bool]:
+              parent_run_id: UUID | None = None, priority: int = 0) -> tuple[Run, bool]:
     """Start a run of the current version of `workflow`; returns (run, created).
 
     With an idempotency key, a retried request returns the run the first one started. A business key that
@@ -70,7 +71,12 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
     `enqueue=False` leaves the run for the sweeper (or a caller that enqueues it later).
     `version` chooses an older registered version: that needs START_OLDER_VERSION and is audited with `reason`
     (or, for in-process tools and tests only, `allow_older_version`; nothing a client sends sets it).
+    `priority` (-100..100, higher first) orders the run among runs waiting for a named limit's room.
     """
+    try:
+        check_priority(priority)
+    except ValueError as exc:
+        raise InvalidInput({"priority": [str(exc)]}) from None
     definition, by_permission = _version_to_start(workflow, version, user, allow_older_version)
     if by_permission and not reason.strip():
         raise InvalidInput({"reason": [f"starting {workflow} v{definition.version}, an older version than the "
@@ -100,6 +106,7 @@ def start_run(*, workflow: str, input: dict[str, Any], business_key: str, idempo
                 start_request_hash=fingerprint, input=stored_input, next_step=definition.first_step, state=state,
                 schema_version=definition.checkpoint_schema_version, enqueue=enqueue,
                 created_by_id=_creator(user, parent_run_id), enqueued_at=timezone.now(), parent_run_id=parent_run_id,
+                priority=priority,
                 **tracing.run_fields(),
             )
             _index_for_search(run, definition, data)

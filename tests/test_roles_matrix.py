@@ -57,6 +57,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("GET", "/tokens/", ()),  # every user manages their own tokens
         ("POST", "/tokens/", ()),
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
+        ("GET", "/limits/", (VIEW_RUN,)),
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
         ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role

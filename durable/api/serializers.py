@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from durable import budgets
 from durable.api.filters import WAIT_KINDS
+from durable.engine.call_limits import PRIORITY_MAX, PRIORITY_MIN
 from durable.engine.costs import COST_DECIMALS, COST_DIGITS, MAX_TOKENS, decimal_text
 from durable.engine.json_values import UnstorableJSON, check_storable, parse_json
 from durable.engine.limits import REASON_MAX_LENGTH
@@ -48,6 +49,14 @@ class StartRunSerializer(serializers.Serializer):
                                    help_text="why an older version is started (recorded in the audit trail)")
     idempotency_key = serializers.CharField(max_length=200, required=False, allow_blank=False,
                                             help_text="or the Idempotency-Key header: a retry returns the same run")
+    priority = serializers.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX, required=False, default=0,
+                                        help_text="higher goes first among runs waiting for a named limit's room")
+
+    def validate_priority(self, value: object) -> object:
+        if isinstance(self.initial_data, dict) and not isinstance(self.initial_data.get("priority", 0), int):
+            raise serializers.ValidationError("must be a whole number (a JSON integer), not "
+                                              f"{self.initial_data.get('priority')!r}")
+        return value
 
     def validate_input(self, value: object) -> object:
         if not isinstance(value, dict):
@@ -156,7 +165,7 @@ class RunSerializer(serializers.ModelSerializer):
             "status", "current_step", "checkpoint_seq", "attempt", "input", "output", "error", "lease_owner",
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
             "waiting_for", "parent_run", "children",
-            "input_tokens", "output_tokens", "cost", "unpriced_tokens", "budget_tokens", "budget_cost",
+            "input_tokens", "output_tokens", "cost", "unpriced_tokens", "budget_tokens", "budget_cost", "priority",
         ]
         read_only_fields = fields
 

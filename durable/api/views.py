@@ -153,7 +153,7 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
             run, created = services.start_run(
                 workflow=data["workflow"], input=data["input"], business_key=data["business_key"],
                 idempotency_key=key, user=request.user, version=data.get("version"), reason=data["reason"],
-                source="api",
+                source="api", priority=data["priority"],
             )
         body = RunSerializer(run, context=self.get_serializer_context()).data
         if created:

@@ -53,6 +53,8 @@ class Wait:
     events: tuple[str, ...] = ()
     children: tuple[RunLink, ...] = ()
     headline: str = ""  # what it waits for, in one phrase: "a timer", "event 'reply' or 'declined'", "2 child runs to end"
+    limit: str = ""  # a limit wait's limit, and the key its calls count under
+    limit_key: str = ""
 
     @property
     def overdue(self) -> bool:
@@ -94,7 +96,8 @@ def wait_of(run: Run, visits: dict[int, str] | None = None) -> Wait | None:
              Run.objects.filter(id__in=waiting.children).only(*LINKED)} if waiting.children else {}
     return Wait(waiting.kind, waiting.step, visit_label(visits or {}, waiting.visit), until,
                 until - timezone.now() if until is not None else None, waiting.events,
-                tuple(found[child] for child in waiting.children if child in found), waiting.describe(deadline=False))
+                tuple(found[child] for child in waiting.children if child in found), waiting.describe(deadline=False),
+                waiting.limit, waiting.limit_key)
 
 
 def summary(run: Run, now: datetime) -> str:
@@ -106,6 +109,8 @@ def summary(run: Run, now: datetime) -> str:
     if waiting.kind == WaitKind.CHILD:
         count = len(waiting.children)
         return f"{count} child run{'s' if count != 1 else ''}"
+    if waiting.kind == WaitKind.LIMIT:
+        return f"limit {waiting.limit}" + (f" for {waiting.limit_key}" if waiting.limit_key else "")
     what = "timer" if waiting.kind == WaitKind.TIMER else "event " + " or ".join(waiting.events)
     if until is None:
         return f"{what}, no deadline"

@@ -19,6 +19,7 @@ class WaitKind(StrEnum):
     TIMER = "timer"
     EVENT = "event"
     CHILD = "child"
+    LIMIT = "limit"  # a named limit on calls (durable/engine/call_limits.py) had no room for the call
 
 
 EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")  # fullmatch: `$` would let a final newline in
@@ -47,18 +48,22 @@ class WaitingFor:
     events: tuple[str, ...] = ()  # names, any of which wakes it
     children: tuple[str, ...] = ()  # child run ids, all of which must end
     call_index: int = 0  # the wait's call in its visit: the one that, re-executed, takes up this wait again
+    limit: str = ""  # a limit wait's limit name
+    limit_key: str = ""  # ...and the key its calls count under ("" for a limit without `per`)
 
     def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "step": self.step, "visit": self.visit,
                 "until": self.until.isoformat() if self.until else None,
-                "events": list(self.events), "children": list(self.children), "call_index": self.call_index}
+                "events": list(self.events), "children": list(self.children), "call_index": self.call_index,
+                **({"limit": self.limit, "limit_key": self.limit_key} if self.kind == WaitKind.LIMIT else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WaitingFor:
         until = data.get("until")
         return cls(WaitKind(data["kind"]), data.get("step", ""), int(data.get("visit", 0)),
                    datetime.fromisoformat(until) if until else None, tuple(data.get("events", ())),
-                   tuple(data.get("children", ())), int(data.get("call_index", 0)))
+                   tuple(data.get("children", ())), int(data.get("call_index", 0)), data.get("limit", ""),
+                   data.get("limit_key", ""))
 
     def woken_by_event(self, name: str) -> bool:
         return self.kind == WaitKind.EVENT and name in self.events
@@ -73,6 +78,9 @@ class WaitingFor:
         if self.kind == WaitKind.EVENT:
             names = " or ".join(repr(name) for name in self.events)
             return f"event {names}{until or (' (no deadline)' if deadline else '')}"
+        if self.kind == WaitKind.LIMIT:
+            key = f" for {self.limit_key!r}" if self.limit_key else ""
+            return f"limit {self.limit!r}{key} to have room"
         count = len(self.children)
         return f"{count} child run{'s' if count != 1 else ''} to end"
 

@@ -360,7 +360,7 @@ def _from_environment(names: Mapping[str, Setting], environ: Mapping[str, str]) 
     """The durable settings the environment sets, read as the type each one is."""
     read: dict[str, Callable[[str], object]] = {"seconds": float, "number": float, "count": int, "text": str, "url": str, "path": Path,
             "flag": lambda v: v.strip().lower() in {"1", "true", "yes", "on"},
-            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()], "prices": json.loads}
+            "modules": lambda v: [m.strip() for m in v.split(",") if m.strip()], "prices": json.loads, "limits": json.loads}
     found: dict[str, object] = {}
     for name, spec in names.items():
         if not environ.get(name, "").strip() or name in ("DURABLE_QUEUE", "DURABLE_METRICS_DIR"):

@@ -21,7 +21,7 @@ from durable.engine.costs import UsageOf
 from durable.engine.errors import WrongThread
 from durable.engine.waits import ChildRun, Event
 from durable.models import Checkpoint
-from durable.runtime import parallel, side_effects, waits
+from durable.runtime import limits, parallel, side_effects, waits
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.runtime.visit import Visit
@@ -58,7 +58,7 @@ class StepContext:
         return self._visit.cursor.reused
 
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
-                 usage: UsageOf | None = None, **kwargs: Any) -> Any:
+                 usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> Any:
         self._on_step_thread("activity")
         visit = self._visit
         index, recorded = visit.reserve(name)
@@ -67,15 +67,17 @@ class StepContext:
         else:
             if usage is not None:
                 visit.meter.before_model_call(name)  # BudgetExhausted: the run waits, the model is not asked
-            # A slow model must not let a second worker ask again: the lease is kept while it answers.
-            with lease_kept(visit.store, visit.lease) as kept, tracing.activity(visit, name, index):
-                answer = kept.call(fn, *args, **kwargs)  # a cancel ends the wait at once (durable/runtime/heartbeat.py)
-            result = visit.record(name, index, answer, usage)
+            # Room in its limit first (or the run parks); a slow model must not let a second worker ask again: the
+            # lease is kept while it answers, and a cancel ends the wait at once (durable/runtime/heartbeat.py).
+            with limits.held(visit, limit, index, usage) as answered, \
+                    lease_kept(visit.store, visit.lease) as kept, tracing.activity(visit, name, index):
+                answered.append(kept.call(fn, *args, **kwargs))
+            result = visit.record(name, index, answered[0], usage)
         return returns.model_validate(result) if returns is not None else result
 
     def call(self, name: str, fn: Callable[..., Any], *args: Any, returns: type | None = None,
-             usage: UsageOf | None = None, **kwargs: Any) -> Call:
-        return Call(name, fn, args, kwargs, returns, usage)
+             usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> Call:
+        return Call(name, fn, args, kwargs, returns, usage, limit)
 
     def effect(self, action: str, *, business_key: str, downstream: Downstream,
                payload: dict[str, Any]) -> Effect:

@@ -157,7 +157,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
                 cursor=ReplayCursor(step_name, recorded), declared_side_effects=step.side_effects,
-                woke_from=woke_from, meter=meter,
+                woke_from=woke_from, meter=meter, priority=run.priority, run_input=run.input,
             ))
             recorded, woke_from = [], None  # the next visit starts from a checkpoint written below: a new visit
             try:

@@ -27,8 +27,8 @@ from durable.conf import durable_settings
 from durable.context import Call, Effect
 from durable.engine.costs import UsageOf
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
-from durable.runtime import side_effects
-from durable.runtime.heartbeat import give_back_connection, lease_kept
+from durable.runtime import limits, side_effects
+from durable.runtime.heartbeat import Heartbeat, give_back_connection, lease_kept
 from durable.runtime.visit import Visit
 
 log = logging.getLogger("durable.activity")
@@ -47,6 +47,8 @@ class _Pending:
     failed: Callable[[Exception], Any] | None = None  # a side effect's failure, recorded in the ledger
     activity: tuple[str, int] | None = None  # an activity's name and index: recorded with others that answered
     usage: UsageOf | None = None  # a model call's usage function
+    limit: str | None = None  # an activity's named limit: room taken before it is sent
+    taken: limits.Taken | None = None  # ...the room it took, given back when it answers
 
 
 def run_group(visit: Visit, calls: tuple[Call | Effect, ...]) -> list[Any]:
@@ -86,7 +88,19 @@ def _plan_call(visit: Visit, position: int, call: Call, results: list[Any], pend
         return
 
     made = tracing.in_activity(visit, call.name, index, lambda: call.fn(*call.args, **call.kwargs))
-    pending.append(_Pending(position, f"{call.name} #{index}", made, activity=(call.name, index), usage=call.usage))
+    pending.append(_Pending(position, f"{call.name} #{index}", made, activity=(call.name, index), usage=call.usage,
+                            limit=call.limit))
+
+
+def _give_back(pending: list[_Pending], error: BaseException | None) -> None:
+    """On the way out of a failed group: each room still taken given back (a slot that cannot be is freed with
+    the lease that took it)."""
+    for call in pending:
+        taken, call.taken = call.taken, None
+        try:
+            limits.give_back(taken, error=error)
+        except Exception:
+            log.warning("room in limit %s not given back; it frees with the run's lease", call.limit, exc_info=True)
 
 
 def _plan_effect(visit: Visit, position: int, effect: Effect, results: list[Any], pending: list[_Pending],
@@ -108,37 +122,63 @@ def _plan_effect(visit: Visit, position: int, effect: Effect, results: list[Any]
 
 
 def _make(visit: Visit, pending: list[_Pending], results: list[Any], of: int) -> None:
-    """Send every pending call on the pool, record each answer as it comes; raise once all are settled."""
+    """Send every pending call on the pool, record each answer as it comes; raise once all are settled. A call
+    under a limit is sent once it has room: while calls of the group are in flight it waits for one to answer
+    (which may give room back); with none in flight its run parks, and what answered is reused when it is back."""
     errors: list[tuple[int, str, BaseException]] = []
     size = min(len(pending), durable_settings.DURABLE_PARALLEL_CALLS)
     pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"durable-parallel-{visit.step}")
     try:
         with lease_kept(visit.store, visit.lease) as kept:  # no second worker calls while any may be in flight
             running: dict[Future[Any], _Pending] = {}
-            for call in pending:  # Prepare + STARTED committed before each downstream call is submitted
-                if call.start is not None:
-                    call.start()
-                running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
-            while running:
-                give_back_connection()  # the writes above are done: no connection held while calls are out
-                done, _ = wait([*running, kept.loss], return_when=FIRST_COMPLETED)
-                if kept.lost:  # taken or cancelled meanwhile: what is in flight is abandoned at once
-                    raise LeaseLost(f"run {visit.lease.run_id}: lease lost while parallel calls were in flight")
-                together = []
-                for future in done:
-                    call = running.pop(future)
-                    if call.activity is not None and future.exception() is None:
-                        together.append((call, future))
-                    else:
-                        _settle(call, future, results, errors)
-                if together:  # activities that answered at about the same time: one write for all of them
-                    _record_together(visit, together, results, errors)
-    except BaseException:  # the lease lost, a crash, a ledger row moved under us: nothing more is written
+            unsent = list(pending)
+            while unsent or running:
+                while unsent and _has_room(visit, unsent[0], parked_if_not=not running):
+                    call = unsent.pop(0)  # Prepare + STARTED committed before each downstream call is submitted
+                    if call.start is not None:
+                        call.start()
+                    running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
+                if running:
+                    _collect(visit, kept, running, results, errors)
+    except BaseException as exc:  # the lease lost, a crash, a ledger row moved under us: nothing more is written
         pool.shutdown(wait=False, cancel_futures=True)  # what still runs is abandoned; a sent one stays STARTED
+        _give_back(pending, exc)  # best effort: a slot left behind is freed with the lease that took it
         raise
     pool.shutdown(wait=True)
     if errors:
         raise _failure(sorted(errors), of)
+
+
+def _has_room(visit: Visit, call: _Pending, *, parked_if_not: bool) -> bool:
+    """Whether the call may be sent now: it names no limit, or it took room in it (the run parks, Waiting, when it
+    has none and nothing of the group is in flight)."""
+    if call.limit is None or call.activity is None:
+        return True
+    call.taken = limits.take(visit, call.limit, call.activity[1], may_park=parked_if_not)
+    return call.taken is not None
+
+
+def _collect(visit: Visit, kept: Heartbeat, running: dict[Future[Any], _Pending], results: list[Any],
+             errors: list[tuple[int, str, BaseException]]) -> None:
+    """Wait for calls in flight to answer, or the lease's loss (a cancel); record them (activities that answered
+    together in one write)."""
+    give_back_connection()  # the writes above are done: no connection held while calls are out
+    done, _ = wait([*running, kept.loss], return_when=FIRST_COMPLETED)
+    if kept.lost:  # taken or cancelled meanwhile: what is in flight is abandoned at once
+        raise LeaseLost(f"run {visit.lease.run_id}: lease lost while parallel calls were in flight")
+    done = {future for future in done if future in running}
+    together = []
+    for future in done:
+        call = running.pop(future)
+        given, call.taken = call.taken, None  # its room back first, its tokens counted
+        failed = future.exception()
+        limits.give_back(given, error=failed, answer=None if failed else future.result(), usage=call.usage)
+        if call.activity is not None and failed is None:
+            together.append((call, future))
+        else:
+            _settle(call, future, results, errors)
+    if together:  # activities that answered at about the same time: one write for all of them
+        _record_together(visit, together, results, errors)
 
 
 def _on_pool(fn: Callable[[], Any]) -> Any:

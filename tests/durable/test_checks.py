@@ -441,3 +441,24 @@ def test_w017_warns_when_the_live_processes_pools_add_up_past_the_servers_max_co
     Process.objects.filter(pid=2).delete()
     assert checks.pools_fit_the_server(databases=["default"]) == []  # 80 fit
     assert checks.pools_fit_the_server() == []  # without a database, nothing is read from it
+
+
+# -- durable.E045: DURABLE_LIMITS (docs/workflows.md, "Limits and priority") ---------------------------------------
+
+def test_limits_declared_rightly_pass_the_check():
+    assert checks.check_limits({"openai": {"concurrency": 50, "rate": "500/m", "tokens": "200000/m", "per": None},
+                                "per-customer": {"concurrency": 3, "per": "business_key"}}) == []
+
+
+def test_a_limit_declared_wrongly_is_an_error_naming_the_limit_and_the_field(settings):
+    settings.DURABLE_LIMITS = {"openai": {"rate": "500 a minute"}, "fine": {"concurrency": 1},
+                               "per-tenant": {"concurrency": 2, "per": "tenant"}}
+    found = [message for message in django_checks.run_checks(tags=["durable"]) if message.id == "durable.E045"]
+    assert [message.obj for message in found] == ["DURABLE_LIMITS['openai']", "DURABLE_LIMITS['per-tenant']"]
+    assert "limit 'openai', field 'rate'" in found[0].msg and "limit 'per-tenant', field 'per'" in found[1].msg
+
+
+def test_durable_limits_that_is_not_a_dict_is_named_by_the_settings_check(settings):
+    settings.DURABLE_LIMITS = ["openai"]
+    ids = {message.id for message in django_checks.run_checks(tags=["durable"]) if "DURABLE_LIMITS" in message.msg}
+    assert ids == {"durable.E015"}

@@ -99,13 +99,15 @@ class DurableAgent(Generic[DepsT, OutputT]):
 
     `side_effects` names the tools whose calls are ledger operations, `approvals` how each tool that requires
     approval asks a human. `prompt_release` and `tool_catalog_version` are what a workflow running the agent
-    declares and pins, so a run paused under one prompt or tool set is not resumed under another.
+    declares and pins, so a run paused under one prompt or tool set is not resumed under another. `limit` names the
+    limit (DURABLE_LIMITS, `durable.limit`) each model request takes room in, across every worker.
     """
 
     def __init__(self, agent: Agent[DepsT, OutputT], *, name: str | None = None,
                  side_effects: Mapping[str, SideEffectTool] | None = None,
-                 approvals: Mapping[str, Approval] | None = None) -> None:
+                 approvals: Mapping[str, Approval] | None = None, limit: str | None = None) -> None:
         self.agent = agent
+        self.limit = limit
         self.name = name or agent.name or "agent"
         self.side_effects = dict(side_effects or {})
         self.approvals = dict(approvals or {})
@@ -176,7 +178,7 @@ class _Visit:
 
     def _model_request(self, ask: Ask) -> None:
         # A model call: its usage is recorded, priced and counted against the run's budget (checked before it).
-        record = self.ctx.activity(MODEL_ACTIVITY, self._request, ask, usage=_usage)
+        record = self.ctx.activity(MODEL_ACTIVITY, self._request, ask, usage=_usage, limit=self.agent.limit)
         response = response_of(record)
         self.asked_order = [part.tool_call_id for part in response.parts if isinstance(part, ToolCallPart)]
         ask.give(response)

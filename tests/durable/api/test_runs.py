@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 
 from durable import services
 from durable.engine.states import RunStatus
+from durable.errors import InvalidInput
 from durable.models import Run, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS
 from durable.runtime import executor
@@ -387,3 +388,28 @@ def test_the_openapi_schema_describes_the_runs_api(api):
     assert schema["openapi"].startswith("3.")
     assert {"/api/runs/", "/api/runs/{id}/", "/api/runs/{id}/cancel/"} <= set(schema["paths"])
     assert {"get", "post"} <= set(schema["paths"]["/api/runs/"])
+
+
+# -- Priority (docs/workflows.md, "Limits and priority") -----------------------------------------------------------
+
+def test_a_run_is_started_with_a_priority_it_shows(api):
+    response = api.post(RUNS, {**START, "priority": 10}, format="json")
+    assert response.status_code == 201, response.data
+    assert response.data["priority"] == 10 and Run.objects.get().priority == 10
+    response = api.post(RUNS, {**START, "business_key": "ORD-1002", "input": {**CLAIM, "order_id": "ORD-1002"}},
+                        format="json")
+    assert response.data["priority"] == 0  # by default
+
+
+@pytest.mark.parametrize("priority", [101, -101, "high", 1.5, True, None])
+def test_a_priority_that_is_not_a_whole_number_from_minus_100_to_100_is_a_400_naming_it(api, priority):
+    response = api.post(RUNS, {**START, "priority": priority}, format="json")
+    assert response.status_code == 400 and list(response.data) == ["priority"], response.data
+    assert str(response.data["priority"][0]).startswith("Priority:")
+    assert Run.objects.count() == 0
+
+
+def test_the_service_refuses_a_priority_out_of_range_naming_it():
+    with pytest.raises(InvalidInput) as refused:
+        services.start_run(workflow="claims-agent", input=CLAIM, business_key="ORD-1001", priority=500)
+    assert "priority" in refused.value.errors
