@@ -62,8 +62,9 @@ class Fleet:
 
     @property
     def pooled(self) -> bool:
-        """Whether the worker holds its connections in a pool (issue 37's DURABLE_DB_POOL_SIZE), not one per thread."""
-        return "DURABLE_DB_POOL_SIZE" in SETTINGS
+        """Whether the worker holds its connections in a pool (issue 37's DURABLE_DB_POOL_SIZE), not one per thread:
+        the code has that setting, or the command gave the workers a pool size."""
+        return "DURABLE_DB_POOL_SIZE" in SETTINGS or self.db_pool_size is not None
 
     def connections_each(self) -> int:
         """The most connections one worker process may open for this load."""

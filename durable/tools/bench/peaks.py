@@ -88,8 +88,12 @@ class Peaks:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(10)
-        self.sample()
-        self._conn.close()
+        try:
+            self.sample()  # the last moment counts too
+        except Exception:  # noqa: BLE001 - as in _sample: the peaks so far stand
+            pass
+        finally:
+            self._conn.close()
 
     def sample(self) -> None:
         row = self._conn.execute(

@@ -252,6 +252,10 @@ class Command(BaseCommand):
         agents, per_second = options["agents"], options["rate_limit"]
         if agents < 0 or per_second < 0:
             raise CommandError("--agents and --rate-limit take a count (0: off)")
+        if per_second and comparing:
+            raise CommandError("--rate-limit measures durable's named limits alone; run it without --compare")
+        if (options["worker_runs"] or 1) < 1 or (options["db_pool_size"] or 1) < 1:
+            raise CommandError("--worker-runs and --db-pool-size must be at least 1")
         if connection.vendor != "postgresql":
             raise CommandError("durable_bench --agents and --rate-limit need Postgres: they count its connections "
                                "(pg_stat_activity). Set DATABASE_URL=postgres://... and run it again.")

@@ -59,18 +59,17 @@ def test_the_line_reads_as_the_issue_writes_it():
 @pytest.mark.django_db
 def test_a_load_whose_connections_would_not_fit_the_server_is_refused_before_anything_starts(monkeypatch):
     monkeypatch.setattr(fleet, "free_connections", lambda: (60, 100))
-    monkeypatch.setattr(fleet.Fleet, "pooled", property(lambda self: False))
+    monkeypatch.setattr(fleet, "SETTINGS", {})  # code before issue 37's connection pool: a connection per thread
     with pytest.raises(CommandError, match=r"may open 306 connections .* the server has 60 of 100 free"):
         call_command("durable_bench", "--agents", "300", "--workers", "2", "--worker-runs", "150")
     assert not Run.objects.exists()
 
 
-def test_the_solo_pool_needs_a_connection_per_worker_and_a_pooled_worker_its_pool(monkeypatch):
-    monkeypatch.setattr(fleet.Fleet, "pooled", property(lambda self: False))
+def test_without_a_pool_a_worker_needs_a_connection_per_run_in_flight_and_with_one_its_pools_size(monkeypatch):
+    assert fleet.Fleet(2, "threads", 1000, db_pool_size=10).connections_each() == 10 + fleet.OVERHEAD_CONNECTIONS
+    monkeypatch.setattr(fleet, "SETTINGS", {})  # code before issue 37's connection pool
     assert fleet.Fleet(2, "solo", 150).connections_each() == 1 + fleet.OVERHEAD_CONNECTIONS
     assert fleet.Fleet(2, "threads", 150).connections_each() == 150 + fleet.OVERHEAD_CONNECTIONS
-    monkeypatch.setattr(fleet.Fleet, "pooled", property(lambda self: True))
-    assert fleet.Fleet(2, "threads", 1000, db_pool_size=10).connections_each() == 10 + fleet.OVERHEAD_CONNECTIONS
 
 
 def test_the_workers_are_told_their_runs_in_flight_and_pool_and_any_variable_given():
