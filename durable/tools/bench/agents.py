@@ -3,18 +3,19 @@
 `bench-agents` asks the model through `ctx.activity("model", ...)`; `bench-agents-limited` names the limit
 `bench` on each call (`limit="bench"`, issue 37's named limits: `durable_bench --rate-limit`). Each call is an
 HTTP GET with httpx to `DURABLE_BENCH_MODEL_URL` (the benchmark's fake server, durable/tools/bench/model_server.py),
-naming the run and the step, so the server can count each call and report any made twice. The client's own
-retries are off (invariant 6: the activity layer owns retries). Workers started by durable_bench import this
+naming the run and the step, so the server can count each call and report any made twice; each worker thread
+has a client of its own (model_server.thread_client), with its retries off (invariant 6: the activity layer owns
+retries). Workers started by durable_bench import this
 module, which registers both workflows.
 """
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
 from pydantic import BaseModel
 
+from durable.tools.bench.model_server import thread_client
 from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
 
@@ -25,9 +26,6 @@ CALLS = 5
 MODEL_URL = "DURABLE_BENCH_MODEL_URL"
 CALL_TIMEOUT_SECONDS = 5.0  # under the lease (10 s by default), as a real model client's timeout must be
 
-_client: Any = None
-_client_lock = threading.Lock()
-
 
 class Conversation(BaseModel):
     answers: int = 0
@@ -35,22 +33,10 @@ class Conversation(BaseModel):
 
 def ask_model(url: str, run: str, step: int) -> dict[str, Any]:
     """One model call: the fake server answers after the benchmark's call-ms."""
-    response = client().get(f"{url}/model", params={"run": run, "step": step})
+    response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{url}/model", params={"run": run, "step": step})
     response.raise_for_status()
     answer: dict[str, Any] = response.json()
     return answer
-
-
-def client() -> Any:
-    """One httpx client per process, shared by its threads, with no cap on connections (the runs in flight decide)."""
-    global _client
-    with _client_lock:
-        if _client is None:
-            import httpx
-
-            _client = httpx.Client(timeout=CALL_TIMEOUT_SECONDS, transport=httpx.HTTPTransport(retries=0),
-                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
-        return _client
 
 
 def model_step(step: int, limit: str | None) -> Any:

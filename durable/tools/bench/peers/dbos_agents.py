@@ -3,7 +3,8 @@
 Each process launches DBOS on the benchmark's Postgres (system tables in a schema of their own, a pool of
 `--pool-size` connections) and registers the queue `bench-agents` with `worker_concurrency` = `--worker-runs`
 and a 0.1 s polling interval (DBOS' default is 1 s). A workflow makes `--calls` model calls, each a
-`@DBOS.step` calling the fake model server with httpx (the step's retries off, as DBOS' default is). On `go`
+`@DBOS.step` calling the fake model server with httpx (a client per thread, as durable's workers have; the
+step's retries off, as DBOS' default is). On `go`
 the first process enqueues every workflow (ids `prefix-i`) and watches the queue until each has ended; it
 reports the latest `updated_at` of a finished workflow as the finish.
 """
@@ -14,22 +15,21 @@ from collections.abc import Callable
 from typing import Any
 
 from durable.tools.bench.compare import DBOS
+from durable.tools.bench.model_server import thread_client
 from durable.tools.bench.peers import reset_schema
 from durable.tools.bench.peers.agents import AGENT_RUNNERS, runner_main
 
 SCHEMA = AGENT_RUNNERS[DBOS].schema
 QUEUE = "bench-agents"
+CALL_TIMEOUT_SECONDS = 30.0
 
 
 def run(args: Any, wait_for_go: Callable[[], float]) -> dict[str, Any] | None:
-    import httpx
     from dbos import DBOS, SetWorkflowID
-
-    client = httpx.Client(timeout=30.0, limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
 
     @DBOS.step()
     def ask(run_id: str, step: int) -> dict[str, Any]:
-        response = client.get(f"{args.model_url}/model", params={"run": run_id, "step": step})
+        response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{args.model_url}/model", params={"run": run_id, "step": step})
         response.raise_for_status()
         answer: dict[str, Any] = response.json()
         return answer
@@ -71,7 +71,11 @@ def _watch(database_url: str, prefix: str, runs: int) -> dict[str, Any]:
             assert row is not None
             succeeded, failed, newest = row
             if succeeded + failed >= runs:
-                error = "" if not failed else f"{failed} workflows ended in error"
+                error = ""
+                if failed:
+                    first = conn.execute(f'SELECT status, error FROM "{SCHEMA}".workflow_status WHERE workflow_uuid '
+                                         "LIKE %s AND status <> %s LIMIT 1", [f"{prefix}-%", "SUCCESS"]).fetchone()
+                    error = f"{failed} workflows ended {first[0] if first else 'in error'}: {first[1] if first else ''}"
                 return {"succeeded": succeeded, "failed": failed, "finished": (newest or 0) / 1000, "error": error}
             time.sleep(0.05)
 

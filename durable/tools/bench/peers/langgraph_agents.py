@@ -2,7 +2,7 @@
 
 Each of W processes runs its share of the threads (thread j in process j mod W) at once on one event loop, at
 most `--worker-runs` together: a graph of `--calls` async nodes, each calling the fake model server with
-httpx's async client, checkpointed with `durability="sync"` (each node's checkpoint written before the next
+httpx's async client (one per conversation), checkpointed with `durability="sync"` (each node's checkpoint written before the next
 starts, as durable and DBOS do) by an AsyncPostgresSaver over a psycopg pool of `--pool-size` connections. Its
 tables live in a schema of their own. Each process reports when its last thread finished.
 """
@@ -14,10 +14,12 @@ from collections.abc import Callable
 from typing import Any, TypedDict
 from urllib.parse import quote
 
+from durable.tools.bench.model_server import async_client
 from durable.tools.bench.peers import reset_schema
 from durable.tools.bench.peers.agents import AGENT_RUNNERS, LANGGRAPH_ASYNC, runner_main
 
 SCHEMA = AGENT_RUNNERS[LANGGRAPH_ASYNC].schema
+CALL_TIMEOUT_SECONDS = 30.0
 
 
 class Conversation(TypedDict):
@@ -34,7 +36,6 @@ def run(args: Any, wait_for_go: Callable[[], float]) -> dict[str, Any]:
 async def _run(args: Any, wait_for_go: Callable[[], float]) -> dict[str, Any]:
     import importlib
 
-    import httpx
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.graph import END, START, StateGraph
     from psycopg.rows import dict_row
@@ -43,10 +44,11 @@ async def _run(args: Any, wait_for_go: Callable[[], float]) -> dict[str, Any]:
     # where the extra is not installed.
     pools: Any = importlib.import_module("psycopg_pool")
 
-    client = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+    clients: dict[str, Any] = {}  # a client per conversation (model_server.async_client), closed as it ends
 
     def node(step: int) -> Any:
         async def call(state: Conversation) -> dict[str, int]:
+            client = clients[state["key"]]
             response = await client.get(f"{args.model_url}/model", params={"run": state["key"], "step": step})
             response.raise_for_status()
             return {"answers": state["answers"] + 1}
@@ -75,17 +77,19 @@ async def _run(args: Any, wait_for_go: Callable[[], float]) -> dict[str, Any]:
         failures: list[str] = []
 
         async def converse(key: str) -> None:
-            async with at_once:
+            async with at_once, async_client(CALL_TIMEOUT_SECONDS) as client:
+                clients[key] = client
                 try:
                     await app.ainvoke(Conversation(key=key, answers=0), {"configurable": {"thread_id": key}},
                                       durability="sync")
                     finished.append(time.time())
                 except Exception as exc:  # noqa: BLE001 - counted and reported: the benchmark says what failed
                     failures.append(repr(exc)[:200])
+                finally:
+                    del clients[key]
 
         await asyncio.get_running_loop().run_in_executor(None, wait_for_go)
         await asyncio.gather(*(converse(key) for key in mine))
-    await client.aclose()
     return {"succeeded": len(finished), "failed": len(failures), "finished": max(finished, default=0.0),
             "error": failures[0] if failures else ""}
 

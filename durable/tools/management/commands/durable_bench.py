@@ -267,18 +267,28 @@ class Command(BaseCommand):
             call_ms = options["call_ms"] or 1000.0
             runs_each = options["worker_runs"] or fleet.default_worker_runs(agents, workers)
             crew = fleet.Fleet(workers, options["pool"], runs_each, options["db_pool_size"], env)
-            self.stdout.write(fleet.measure_agents(agents, call_ms, crew, timeout, keep).line())
-            if comparing:
-                from durable.tools.bench.peers.agents import AGENT_RUNNERS, run_agents_peer
-
-                with connection.cursor() as cursor:  # the benchmark's own connection is not the peer's
-                    cursor.execute("SELECT pg_backend_pid()")
-                    own = [cursor.fetchone()[0]]
-                for system in AGENT_RUNNERS:
-                    self.stdout.write(run_agents_peer(system, agents, call_ms, workers, runs_each, database_url(),
-                                                      timeout=timeout, own_backends=own).line())
+            if not comparing:
+                self.stdout.write(fleet.measure_agents(agents, call_ms, crew, timeout, keep).line())
+                return
         except fleet.Stopped as stopped:
             raise CommandError(str(stopped)) from None
+        from durable.tools.bench.figures import AgentsResult
+        from durable.tools.bench.peers.agents import AGENT_RUNNERS, CALLS, run_agents_peer
+
+        try:  # durable's line says why it was not measured, and the peers are measured all the same
+            self.stdout.write(fleet.measure_agents(agents, call_ms, crew, timeout, keep).line())
+            failed = ""
+        except fleet.Stopped as stopped:
+            failed = str(stopped)
+            self.stdout.write(AgentsResult(DURABLE, agents, CALLS, call_ms, workers, note=f"failed: {failed}").line())
+        with connection.cursor() as cursor:  # the benchmark's own connection is not the peer's
+            cursor.execute("SELECT pg_backend_pid()")
+            own = [cursor.fetchone()[0]]
+        for system in AGENT_RUNNERS:
+            self.stdout.write(run_agents_peer(system, agents, call_ms, workers, runs_each, database_url(),
+                                              timeout=timeout, own_backends=own).line())
+        if failed:
+            raise CommandError(f"durable was not measured: {failed}")
 
     def _rate_limit(self, per_second: int, runs: int, options: dict[str, Any], workers: int, env: dict[str, str],
                     timeout: float, keep: bool) -> None:

@@ -107,3 +107,21 @@ def test_the_servers_connections_running_out_stops_the_workers_too(tmp_path):
 
     with pytest.raises(fleet.Stopped, match=r"connections ran out \(97 of 100; peak for this database 60\)"):
         fleet._stop_if_refused(Peaks(), fleet.LogWatch([]), [])()
+
+
+@pytest.mark.django_db
+def test_with_compare_a_refused_durable_says_why_on_its_line_and_the_peers_are_measured_all_the_same(monkeypatch, capsys):
+    monkeypatch.setattr(fleet, "free_connections", lambda: (60, 100))
+    monkeypatch.setattr(fleet, "SETTINGS", {})
+    measured = []
+
+    def peer(system, runs, call_ms, workers, worker_runs, database_url, **kwargs):
+        measured.append(system)
+        return AgentsResult(system, runs, 5, call_ms, workers, note="measured here")
+
+    monkeypatch.setattr(peer_agents, "run_agents_peer", peer)
+    with pytest.raises(CommandError, match="durable was not measured: .*may open 2006 connections"):
+        call_command("durable_bench", "--agents", "2000", "--workers", "2", "--compare")
+    durable, *peers = capsys.readouterr().out.strip().splitlines()
+    assert durable.startswith("agents: 2000 runs x 5 calls of 1000 ms, 2 workers: failed: ")
+    assert measured == [DBOS, LANGGRAPH_ASYNC] and all(line.endswith("measured here") for line in peers)

@@ -33,3 +33,15 @@ def test_throughput_leaves_out_the_first_and_last_second():
     steady = [1.0 + i / 50 for i in range(400)]  # 50 a second from 1 s to 9 s
     assert round(steady_throughput(ramp_and_tail + steady)) == 50
     assert steady_throughput([1.0]) == 0.0
+
+
+def test_each_thread_calls_through_a_client_of_its_own():
+    import threading
+
+    from durable.tools.bench.model_server import thread_client
+
+    mine, theirs = thread_client(5.0), []
+    other = threading.Thread(target=lambda: theirs.append(thread_client(5.0)))
+    other.start()
+    other.join()
+    assert thread_client(5.0) is mine and theirs[0] is not mine
