@@ -61,21 +61,26 @@ class Fleet:
     env: dict[str, str] = field(default_factory=dict)
 
     @property
+    def pool_size(self) -> int:
+        """The workers' connection pool (issue 37's DURABLE_DB_POOL_SIZE: given, or the code's setting); 0: none,
+        a connection per thread (code before that setting, or the setting 0)."""
+        if self.db_pool_size is not None:
+            return self.db_pool_size
+        return int(getattr(durable_settings, "DURABLE_DB_POOL_SIZE", 0) or 0) if "DURABLE_DB_POOL_SIZE" in SETTINGS else 0
+
+    @property
     def pooled(self) -> bool:
-        """Whether the worker holds its connections in a pool (issue 37's DURABLE_DB_POOL_SIZE), not one per thread:
-        the code has that setting, or the command gave the workers a pool size."""
-        return "DURABLE_DB_POOL_SIZE" in SETTINGS or self.db_pool_size is not None
+        return self.pool_size > 0
 
     def connections_each(self) -> int:
         """The most connections one worker process may open for this load."""
         if self.pooled:
-            size = self.db_pool_size or int(getattr(durable_settings, "DURABLE_DB_POOL_SIZE", 10))
-            return size + OVERHEAD_CONNECTIONS
+            return self.pool_size + OVERHEAD_CONNECTIONS
         return (1 if self.pool == "solo" else self.worker_runs) + OVERHEAD_CONNECTIONS
 
     def describe(self) -> str:
         runs = "1 run" if self.pool == "solo" else f"{self.worker_runs} runs"
-        pool = f", connection pool {self.db_pool_size}" if self.db_pool_size else ""
+        pool = f", a connection pool of {self.pool_size} each" if self.pooled else ", a connection per thread"
         return f"pool {self.pool}, {runs} in flight per worker{pool}"
 
     def worker_env(self) -> dict[str, str]:
@@ -108,7 +113,7 @@ def check_fits(fleet: Fleet) -> None:
     free, most = free_connections()
     need = fleet.workers * fleet.connections_each()
     if need > free - MARGIN_CONNECTIONS:
-        how = (f"a connection pool of {fleet.connections_each() - OVERHEAD_CONNECTIONS}" if fleet.pooled else
+        how = (f"a connection pool of {fleet.pool_size}" if fleet.pooled else
                "one connection per run in flight (today's worker holds a connection per thread)")
         raise Stopped(f"{fleet.workers} worker(s) with {fleet.describe()} may open {need} connections ({how}, "
                       f"+{OVERHEAD_CONNECTIONS} each), and the server has {free} of {most} free (keeping "

@@ -25,7 +25,7 @@ def test_agents_run_on_a_real_worker_print_one_line_make_every_call_once_and_lea
     call_command("durable_bench", "--agents", "20", "--call-ms", "200", "--workers", "1", "--worker-runs", "10")
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and re.match(LINE, out[0]), out
-    assert out[0].endswith("pool threads, 10 runs in flight per worker")
+    assert "; pool threads, 10 runs in flight per worker, a connection" in out[0]
     assert not Run.objects.exists()
 
 
@@ -66,10 +66,13 @@ def test_a_load_whose_connections_would_not_fit_the_server_is_refused_before_any
 
 
 def test_without_a_pool_a_worker_needs_a_connection_per_run_in_flight_and_with_one_its_pools_size(monkeypatch):
-    assert fleet.Fleet(2, "threads", 1000, db_pool_size=10).connections_each() == 10 + fleet.OVERHEAD_CONNECTIONS
+    given = fleet.Fleet(2, "threads", 1000, db_pool_size=10)
+    assert given.connections_each() == 10 + fleet.OVERHEAD_CONNECTIONS
+    assert given.describe() == "pool threads, 1000 runs in flight per worker, a connection pool of 10 each"
     monkeypatch.setattr(fleet, "SETTINGS", {})  # code before issue 37's connection pool
     assert fleet.Fleet(2, "solo", 150).connections_each() == 1 + fleet.OVERHEAD_CONNECTIONS
     assert fleet.Fleet(2, "threads", 150).connections_each() == 150 + fleet.OVERHEAD_CONNECTIONS
+    assert fleet.Fleet(2, "threads", 150).describe() == "pool threads, 150 runs in flight per worker, a connection per thread"
 
 
 def test_the_workers_are_told_their_runs_in_flight_and_pool_and_any_variable_given():
