@@ -1,5 +1,6 @@
 """Benchmark: R workflows of S trivial steps (or `--loop`: one step visited S times) through W real worker
-processes; `--compare` measures the same workload on the peers and the floor too."""
+processes; `--compare` measures the same workload on the peers and the floor too. `--agents N`: N runs of five
+model calls at once (durable/tools/bench/fleet.py); `--rate-limit R`: calls under a named limit (ratelimit.py)."""
 from __future__ import annotations
 
 import logging
@@ -268,7 +269,9 @@ class Command(BaseCommand):
             runs_each = options["worker_runs"] or fleet.default_worker_runs(agents, workers)
             crew = fleet.Fleet(workers, options["pool"], runs_each, options["db_pool_size"], env)
             if not comparing:
-                self.stdout.write(fleet.measure_agents(agents, call_ms, crew, timeout, keep).line())
+                result = fleet.measure_agents(agents, call_ms, crew, timeout, keep)
+                self.stdout.write(result.line())
+                _every_call_once(result)
                 return
         except fleet.Stopped as stopped:
             raise CommandError(str(stopped)) from None
@@ -276,11 +279,12 @@ class Command(BaseCommand):
         from durable.tools.bench.peers.agents import AGENT_RUNNERS, CALLS, run_agents_peer
 
         try:  # durable's line says why it was not measured, and the peers are measured all the same
-            self.stdout.write(fleet.measure_agents(agents, call_ms, crew, timeout, keep).line())
+            result = fleet.measure_agents(agents, call_ms, crew, timeout, keep)
             failed = ""
         except fleet.Stopped as stopped:
             failed = str(stopped)
-            self.stdout.write(AgentsResult(DURABLE, agents, CALLS, call_ms, workers, note=f"failed: {failed}").line())
+            result = AgentsResult(DURABLE, agents, CALLS, call_ms, workers, note=f"failed: {failed}")
+        self.stdout.write(result.line())
         with connection.cursor() as cursor:  # the benchmark's own connection is not the peer's
             cursor.execute("SELECT pg_backend_pid()")
             own = [cursor.fetchone()[0]]
@@ -289,6 +293,7 @@ class Command(BaseCommand):
                                               timeout=timeout, own_backends=own).line())
         if failed:
             raise CommandError(f"durable was not measured: {failed}")
+        _every_call_once(result)
 
     def _rate_limit(self, per_second: int, runs: int, options: dict[str, Any], workers: int, env: dict[str, str],
                     timeout: float, keep: bool) -> None:
@@ -427,6 +432,13 @@ class Command(BaseCommand):
     def _lines(self, lines: list[str]) -> None:
         for line in lines:
             self.stdout.write(line)
+
+
+def _every_call_once(result: Any) -> None:
+    """durable makes each model call of a run once: a duplicate or a missing call fails the benchmark, after its line."""
+    if result.duplicates or result.missing:
+        raise CommandError(f"durable made {result.duplicates} duplicate and {result.missing} missing model calls "
+                           f"of {result.runs * result.calls}")
 
 
 def _name_value(given: str) -> tuple[str, str]:

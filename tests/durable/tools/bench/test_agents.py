@@ -128,3 +128,12 @@ def test_with_compare_a_refused_durable_says_why_on_its_line_and_the_peers_are_m
     durable, *peers = capsys.readouterr().out.strip().splitlines()
     assert durable.startswith("agents: 2000 runs x 5 calls of 1000 ms, 2 workers: failed: ")
     assert measured == [DBOS, LANGGRAPH_ASYNC] and all(line.endswith("measured here") for line in peers)
+
+
+@pytest.mark.django_db
+def test_a_model_call_made_twice_fails_the_benchmark_after_its_line(monkeypatch, capsys):
+    doubled = AgentsResult("durable", 20, 5, 200, 1, seconds=1.4, made=101, duplicates=1)
+    monkeypatch.setattr(fleet, "measure_agents", lambda *args: doubled)
+    with pytest.raises(CommandError, match="durable made 1 duplicate and 0 missing model calls of 100"):
+        call_command("durable_bench", "--agents", "20", "--call-ms", "200", "--workers", "1")
+    assert "101 calls, 1 duplicates, 0 missing" in capsys.readouterr().out
