@@ -11,6 +11,7 @@ module, which registers both workflows.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,7 +34,8 @@ class Conversation(BaseModel):
 
 def ask_model(url: str, run: str, step: int) -> dict[str, Any]:
     """One model call: the fake server answers after the benchmark's call-ms."""
-    response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{url}/model", params={"run": run, "step": step})
+    response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{url}/model", params={"run": run, "step": step},
+                                                       headers={"X-Sent-At": repr(time.time())})
     response.raise_for_status()
     answer: dict[str, Any] = response.json()
     return answer

@@ -64,8 +64,9 @@ class RateResult:
     throughput: float  # calls a second over the steady part (the first and last second left out)
     made: int
     duplicates: int
+    busiest_sent: int = 0  # the same window over the times the workers sent the calls (their clock, X-Sent-At)
 
     def line(self) -> str:
         return (f"rate-limit: {self.rate} over {self.workers} worker{'s' if self.workers != 1 else ''}: busiest "
-                f"1-second window {self.busiest} calls, throughput {self.throughput:.1f} calls/s; "
-                f"{self.made} calls, {self.duplicates} duplicates")
+                f"1-second window {self.busiest} calls, throughput {self.throughput:.1f} calls/s; as the workers "
+                f"sent them, busiest window {self.busiest_sent}; {self.made} calls, {self.duplicates} duplicates")

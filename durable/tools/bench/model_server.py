@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,6 +28,7 @@ class Calls:
     per_call: Counter[tuple[str, int]]
     arrivals: list[float]
     peak_in_flight: int
+    sent: list[float] = field(default_factory=list)  # the callers' own clock as each call went out (X-Sent-At)
 
     @property
     def total(self) -> int:
@@ -52,6 +53,7 @@ class ModelServer:
         self.port = 0
         self._per_call: Counter[tuple[str, int]] = Counter()
         self._arrivals: list[float] = []
+        self._sent: list[float] = []
         self._in_flight = 0
         self._peak = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,11 +91,12 @@ class ModelServer:
             asyncio.run_coroutine_threadsafe(self._forget(), self._loop).result(10)
 
     async def _snapshot(self) -> Calls:
-        return Calls(Counter(self._per_call), list(self._arrivals), self._peak)
+        return Calls(Counter(self._per_call), list(self._arrivals), self._peak, list(self._sent))
 
     async def _forget(self) -> None:
         self._per_call.clear()
         self._arrivals.clear()
+        self._sent.clear()
         self._peak = self._in_flight
 
     def _serve(self) -> None:
@@ -134,7 +137,9 @@ class ModelServer:
                                if line.lower().startswith("content-length:")), 0)
                 if length:
                     await reader.readexactly(length)
-                status, body = await self._answer(target, arrived)
+                sent = next((line.split(":", 1)[1].strip() for line in lines[1:]
+                             if line.lower().startswith("x-sent-at:")), "")
+                status, body = await self._answer(target, arrived, sent)
                 payload = json.dumps(body).encode()
                 writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
                              f"Content-Length: {len(payload)}\r\nConnection: keep-alive\r\n\r\n".encode() + payload)
@@ -142,7 +147,7 @@ class ModelServer:
         except ConnectionError:
             return
 
-    async def _answer(self, target: str, arrived: float) -> tuple[str, dict[str, object]]:
+    async def _answer(self, target: str, arrived: float, sent: str = "") -> tuple[str, dict[str, object]]:
         query = parse_qs(urlsplit(target).query)
         try:
             run, step = query["run"][0], int(query["step"][0])
@@ -150,6 +155,11 @@ class ModelServer:
             return "400 Bad Request", {"error": "GET /model?run=<id>&step=<n>"}
         self._per_call[(run, step)] += 1
         self._arrivals.append(arrived)
+        if sent:
+            try:
+                self._sent.append(float(sent))
+            except ValueError:
+                pass
         self._in_flight += 1
         self._peak = max(self._peak, self._in_flight)
         try:

@@ -4,7 +4,9 @@ Runs of `bench-agents-limited` make five model calls each, every one naming the 
 (`ctx.activity(..., limit="bench")`), on W real workers given `DURABLE_LIMITS={"bench": {"rate": "R/s"}}` in
 their environment (JSON). The fake model server notes when each call arrives; the report is the busiest
 1-second sliding window (what the provider's own limiter would count) and the throughput over the steady part
-(the first and last second left out: the ramp-up and the tail). Named limits are issue 37's part 3: on code
+(the first and last second left out: the ramp-up and the tail), and the busiest window over the times the workers
+say they sent each call (an `X-Sent-At` header): arrival times are stamped by the benchmark's own event loop,
+which a loaded machine delays and bunches; the two together tell the limiter's excess from the stamp's. Named limits are issue 37's part 3: on code
 whose `ctx.activity` takes no `limit=` the command says so and measures nothing.
 """
 from __future__ import annotations
@@ -42,4 +44,5 @@ def measure_rate_limit(per_second: int, runs: int, call_ms: float, fleet: Fleet,
     done = run_fleet(agents_workflow(limited=True).name, runs, call_ms, fleet, timeout, name="bench-rate",
                      env=limits_env(rate), keep=keep)
     return RateResult(rate, fleet.workers, busiest_window(done.calls.arrivals),
-                      steady_throughput(done.calls.arrivals), done.calls.total, done.calls.duplicates)
+                      steady_throughput(done.calls.arrivals), done.calls.total, done.calls.duplicates,
+                      busiest_sent=busiest_window(done.calls.sent))

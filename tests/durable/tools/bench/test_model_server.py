@@ -45,3 +45,11 @@ def test_each_thread_calls_through_a_client_of_its_own():
     other.start()
     other.join()
     assert thread_client(5.0) is mine and theirs[0] is not mine
+
+
+def test_it_keeps_the_time_each_caller_says_it_sent_its_call():
+    with ModelServer(call_ms=1) as server, httpx.Client() as client:
+        client.get(f"{server.url}/model", params={"run": "r1", "step": 1}, headers={"X-Sent-At": "1700000000.25"})
+        client.get(f"{server.url}/model", params={"run": "r1", "step": 2})  # a caller that does not say
+        calls = server.calls()
+    assert calls.sent == [1700000000.25] and len(calls.arrivals) == 2
