@@ -1,5 +1,6 @@
 """Benchmark: R workflows of S trivial steps (or `--loop`: one step visited S times) through W real worker
-processes; `--compare` measures the same workload on the peers and the floor too."""
+processes; `--compare` measures the same workload on the peers and the floor too. `--agents N`: N runs of five
+model calls at once (durable/tools/bench/fleet.py); `--rate-limit R`: calls under a named limit (ratelimit.py)."""
 from __future__ import annotations
 
 import logging
@@ -86,7 +87,27 @@ class Command(BaseCommand):
         parser.add_argument("--parallel", type=int, default=0, metavar="N",
                             help="time --runs runs of one step making N activities at once (ctx.parallel), "
                                  "each taking --call-ms, in this process")
-        parser.add_argument("--call-ms", type=float, default=50.0, help="with --parallel: how long each call takes")
+        parser.add_argument("--call-ms", type=float, default=None,
+                            help="how long each call takes: with --parallel (default 50), --agents (default 1000), "
+                                 "--rate-limit (default 100)")
+        parser.add_argument("--agents", type=int, default=0, metavar="N",
+                            help="N runs of 5 steps, each one model call (ctx.activity, httpx) to a fake model server "
+                                 "answering after --call-ms, started together on --workers real workers; reports the "
+                                 "wall time, peak Postgres connections and worker memory, and duplicate calls "
+                                 "(with --compare: the same on the peers)")
+        parser.add_argument("--rate-limit", type=int, default=0, metavar="PER_SECOND",
+                            help="runs whose model calls name the limit `bench` of PER_SECOND calls a second "
+                                 "(DURABLE_LIMITS) on --workers real workers: the busiest 1-second window and the "
+                                 "throughput at the fake model server (--agents runs, default 10 s of calls)")
+        parser.add_argument("--pool", default="threads",
+                            help="with --agents/--rate-limit: the workers' Celery pool (solo: one run at a time)")
+        parser.add_argument("--worker-runs", type=int, default=None, metavar="N",
+                            help="with --agents/--rate-limit: runs in flight per worker (the pool's concurrency and "
+                                 "DURABLE_WORKER_RUNS); default every run at once")
+        parser.add_argument("--db-pool-size", type=int, default=None, metavar="N",
+                            help="with --agents/--rate-limit: DURABLE_DB_POOL_SIZE for the workers")
+        parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+                            help="with --agents/--rate-limit: an environment variable for the workers (repeatable)")
         parser.add_argument("--events", type=int, default=0, metavar="N",
                             help="park N runs on ctx.wait_for_event, send each its event (durable.send_event) one "
                                  "after another, and report event sent -> the step running again, with 1 real worker")
@@ -145,7 +166,7 @@ class Command(BaseCommand):
         if options["parallel"]:
             from durable.tools.bench.parallel import time_parallel
 
-            self._lines(time_parallel(options["parallel"], options["call_ms"], runs))
+            self._lines(time_parallel(options["parallel"], options["call_ms"] or 50.0, runs))
             return
         if options["resume_with"]:
             from durable.tools.bench.resume import time_resume
@@ -157,6 +178,9 @@ class Command(BaseCommand):
             return
         # A queue of its own: a running demo worker must not take the benchmark's runs.
         with override_settings(CELERY_TASK_DEFAULT_QUEUE=f"durable-bench-{uuid.uuid4().hex[:8]}"):
+            if options["agents"] or options["rate_limit"]:
+                self._agents(options, workers, timeout, keep, comparing)
+                return
             if options["kill"]:
                 self._recovery(options["kill"], keep)
                 return
@@ -221,6 +245,65 @@ class Command(BaseCommand):
             if not probed:
                 account.delete()  # nothing left that it created (probe runs stay: see wakeup.probe)
         return result
+
+    def _agents(self, options: dict[str, Any], workers: int, timeout: float, keep: bool, comparing: bool) -> None:
+        """--agents N (--compare: and the peers) or --rate-limit R, on real workers against the fake model server."""
+        from durable.tools.bench import fleet
+
+        agents, per_second = options["agents"], options["rate_limit"]
+        if agents < 0 or per_second < 0:
+            raise CommandError("--agents and --rate-limit take a count (0: off)")
+        if per_second and comparing:
+            raise CommandError("--rate-limit measures durable's named limits alone; run it without --compare")
+        if (options["worker_runs"] or 1) < 1 or (options["db_pool_size"] or 1) < 1:
+            raise CommandError("--worker-runs and --db-pool-size must be at least 1")
+        if connection.vendor != "postgresql":
+            raise CommandError("durable_bench --agents and --rate-limit need Postgres: they count its connections "
+                               "(pg_stat_activity). Set DATABASE_URL=postgres://... and run it again.")
+        env = dict(_name_value(given) for given in options["worker_env"])
+        try:
+            if per_second:
+                self._rate_limit(per_second, agents, options, workers, env, timeout, keep)
+                return
+            call_ms = options["call_ms"] or 1000.0
+            runs_each = options["worker_runs"] or fleet.default_worker_runs(agents, workers)
+            crew = fleet.Fleet(workers, options["pool"], runs_each, options["db_pool_size"], env)
+            if not comparing:
+                result = fleet.measure_agents(agents, call_ms, crew, timeout, keep)
+                self.stdout.write(result.line())
+                _every_call_once(result)
+                return
+        except fleet.Stopped as stopped:
+            raise CommandError(str(stopped)) from None
+        from durable.tools.bench.figures import AgentsResult
+        from durable.tools.bench.peers.agents import AGENT_RUNNERS, CALLS, run_agents_peer
+
+        try:  # durable's line says why it was not measured, and the peers are measured all the same
+            result = fleet.measure_agents(agents, call_ms, crew, timeout, keep)
+            failed = ""
+        except fleet.Stopped as stopped:
+            failed = str(stopped)
+            result = AgentsResult(DURABLE, agents, CALLS, call_ms, workers, note=f"failed: {failed}")
+        self.stdout.write(result.line())
+        with connection.cursor() as cursor:  # the benchmark's own connection is not the peer's
+            cursor.execute("SELECT pg_backend_pid()")
+            own = [cursor.fetchone()[0]]
+        for system in AGENT_RUNNERS:
+            self.stdout.write(run_agents_peer(system, agents, call_ms, workers, runs_each, database_url(),
+                                              timeout=timeout, own_backends=own).line())
+        if failed:
+            raise CommandError(f"durable was not measured: {failed}")
+        _every_call_once(result)
+
+    def _rate_limit(self, per_second: int, runs: int, options: dict[str, Any], workers: int, env: dict[str, str],
+                    timeout: float, keep: bool) -> None:
+        from durable.tools.bench import fleet, ratelimit
+
+        runs = runs or ratelimit.default_runs(per_second)
+        crew = fleet.Fleet(workers, options["pool"], options["worker_runs"] or fleet.default_worker_runs(runs, workers),
+                           options["db_pool_size"], env)
+        self.stdout.write(ratelimit.measure_rate_limit(per_second, runs, options["call_ms"] or 100.0, crew,
+                                                       timeout, keep).line())
 
     def _recovery(self, kills: int, keep: bool) -> None:
         from durable.tools.bench import recovery
@@ -349,6 +432,20 @@ class Command(BaseCommand):
     def _lines(self, lines: list[str]) -> None:
         for line in lines:
             self.stdout.write(line)
+
+
+def _every_call_once(result: Any) -> None:
+    """durable makes each model call of a run once: a duplicate or a missing call fails the benchmark, after its line."""
+    if result.duplicates or result.missing:
+        raise CommandError(f"durable made {result.duplicates} duplicate and {result.missing} missing model calls "
+                           f"of {result.runs * result.calls}")
+
+
+def _name_value(given: str) -> tuple[str, str]:
+    name, equals, value = given.partition("=")
+    if not equals or not name.strip():
+        raise CommandError(f"--worker-env takes NAME=VALUE, not {given!r}")
+    return name.strip(), value
 
 
 def _seconds_range(given: str) -> tuple[float, float]:

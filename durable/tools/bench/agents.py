@@ -1,0 +1,76 @@
+"""The agents benchmarks' workflows: five steps, each one model call to the fake model server.
+
+`bench-agents` asks the model through `ctx.activity("model", ...)`; `bench-agents-limited` names the limit
+`bench` on each call (`limit="bench"`, issue 37's named limits: `durable_bench --rate-limit`). Each call is an
+HTTP GET with httpx to `DURABLE_BENCH_MODEL_URL` (the benchmark's fake server, durable/tools/bench/model_server.py),
+naming the run and the step, so the server can count each call and report any made twice; each worker thread
+has a client of its own (model_server.thread_client), with its retries off (invariant 6: the activity layer owns
+retries). Workers started by durable_bench import this
+module, which registers both workflows.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from durable.tools.bench.model_server import thread_client
+from durable.tools.bench.workflows import registered_once
+from durable.workflow import Workflow
+
+WORKFLOW = "bench-agents"
+LIMITED = "bench-agents-limited"
+LIMIT = "bench"  # the named limit `bench-agents-limited` calls under
+CALLS = 5
+MODEL_URL = "DURABLE_BENCH_MODEL_URL"
+CALL_TIMEOUT_SECONDS = 5.0  # under the lease (10 s by default), as a real model client's timeout must be
+
+
+class Conversation(BaseModel):
+    answers: int = 0
+
+
+def ask_model(url: str, run: str, step: int) -> dict[str, Any]:
+    """One model call: the fake server answers after the benchmark's call-ms."""
+    response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{url}/model", params={"run": run, "step": step},
+                                                       headers={"X-Sent-At": repr(time.time())})
+    response.raise_for_status()
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def model_step(step: int, limit: str | None) -> Any:
+    def call(ctx: Any, state: Conversation) -> Conversation:
+        url = os.environ[MODEL_URL]
+        extra = {"limit": limit} if limit else {}
+        ctx.activity("model", ask_model, url, str(ctx.run_id), step, **extra)
+        state.answers += 1
+        return state
+
+    return call
+
+
+def agents_workflow(limited: bool = False) -> Workflow:
+    """`bench-agents` (or `bench-agents-limited`, each call under the limit `bench`), registered once per process."""
+    name = LIMITED if limited else WORKFLOW
+
+    def build() -> Workflow:
+        # No tools or prompts: the releases say so (durable.W010).
+        workflow = Workflow(name=name, version=1, state=Conversation, input=Conversation, tool_catalog_version="none",
+                            prompt_release="none", model_policy_version="none")
+        for step in range(1, CALLS + 1):
+            workflow.step(model_step(step, LIMIT if limited else None), name=f"call{step}")
+        return workflow
+
+    return registered_once(name, build)
+
+
+def expected_calls(run_ids: list[str]) -> set[tuple[str, int]]:
+    """Every (run, step) the fake server must be asked exactly once."""
+    return {(run, step) for run in run_ids for step in range(1, CALLS + 1)}
+
+
+agents_workflow()
+agents_workflow(limited=True)
