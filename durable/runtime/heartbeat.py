@@ -29,6 +29,7 @@ do, pays nothing: no statement, no thread woken (registering is a dict update), 
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import os
@@ -36,7 +37,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -133,7 +134,7 @@ class Heartbeat:
         self.due = now + self.interval
 
     def lose(self) -> None:
-        if not self.loss.done():
+        with contextlib.suppress(InvalidStateError):  # found lost twice (by hand and by the thread): once is enough
             self.loss.set_result(None)
         if self.when_stale:  # between calls: the worker's next write finds it and stops (unless it just ended)
             log.info("lease no longer held by this worker; its next write will stop the run's task")
