@@ -118,9 +118,11 @@ def arm_timers(horizon_seconds: float, limit: int = 1000) -> int:
     from durable.store import store
 
     now = store().db_now()
-    soon = (Run.objects.filter(runs_in_scope(), status=RunStatus.WAITING, next_attempt_at__gt=now,
-                               next_attempt_at__lte=now + timedelta(seconds=horizon_seconds))
-            .order_by("next_attempt_at").values_list("id", "next_attempt_at")[:limit])
+    # Read before taking the alarm's lock: whoever holds it never waits for a connection (a thread parking a run
+    # arms its timer in a commit hook, holding its connection; with a pool of them, that was a deadlock).
+    soon = list(Run.objects.filter(runs_in_scope(), status=RunStatus.WAITING, next_attempt_at__gt=now,
+                                   next_attempt_at__lte=now + timedelta(seconds=horizon_seconds))
+                .order_by("next_attempt_at").values_list("id", "next_attempt_at")[:limit])
     counted_from = time.monotonic()  # the database's clock says how long until each is due; this one counts it down
     armed = 0
     with _alarm:
@@ -155,10 +157,12 @@ def _ring() -> None:
     """The alarm thread: wake the armed runs as they fall due, those due together in one statement."""
     while True:
         with _alarm:
-            if not _armed:
-                with between_forks():
-                    connection.close()  # nothing armed: hold no connection while nothing needs it
-                _alarm.wait_for(lambda: _armed)
+            idle = not _armed
+        if idle:  # nothing armed: hold no connection while nothing needs it (never with the alarm's lock held: the
+            with between_forks():  # sweeper's thread takes that lock inside between_forks, and arms in commit hooks)
+                connection.close()
+        with _alarm:
+            _alarm.wait_for(lambda: _armed)
             now = time.monotonic()
             due = [run_id for run_id, at in _armed.items() if at <= now]
             if not due:
