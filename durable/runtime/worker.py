@@ -130,6 +130,11 @@ def _make_broker_folders(sender: Celery, **_: object) -> None:
 # thread, and a task is spared a pool checkout (docs/benchmarks-log.md measured a pool's per-task cost). With
 # more threads than connections (the threads pool, hundreds of runs in flight) each task gives its connection back.
 _keep_between_tasks: list[bool] = [True]
+# The process's own threads that use the pool beside its tasks: the heartbeat (which keeps one while the process
+# holds runs), the sweeper and the armed timers. Task threads keeping theirs must leave these enough: with 10 task
+# threads on a pool of 10, the heartbeat waited behind them for a connection, leases ran out mid-call and a run was
+# taken from its own worker over and over (tests/durable/tools/bench/test_agents.py, on a loaded CI machine).
+OWN_THREADS = 3
 
 
 def _count_task_threads(instance: object = None, **_: object) -> None:
@@ -139,7 +144,7 @@ def _count_task_threads(instance: object = None, **_: object) -> None:
     module = pool_cls if isinstance(pool_cls, str) else getattr(pool_cls, "__module__", "")
     threads = int(getattr(instance, "concurrency", 1) or 1) if any(
         name in module for name in ("thread", "gevent", "eventlet")) else 1
-    _keep_between_tasks[0] = threads <= pool_size()
+    _keep_between_tasks[0] = threads + OWN_THREADS <= pool_size()
 
 
 def _close_old_database_connections(**_: object) -> None:
