@@ -49,9 +49,10 @@ SETTINGS: dict[str, Setting] = {
                                     "reads or writes, never across a call. 0: no pool, a connection per thread "
                                     "kept CONN_MAX_AGE (durable.W017 adds the pools up against max_connections)."),
     "DURABLE_DB_POOL_TIMEOUT_SECONDS": Setting(600.0, "seconds", "Postgres, the standalone project: how long a "
-                                               "thread waits for a free connection of its process's pool before the "
-                                               "wait is an error; generous, so an exhausted pool makes runs wait, "
-                                               "not fail."),
+                                               "worker's thread waits for a free connection of its process's pool "
+                                               "before the wait is an error; generous, so an exhausted pool makes "
+                                               "runs wait, not fail. Web processes and commands wait 3 s, then a "
+                                               "request is answered 503 (the database is unavailable)."),
     "DURABLE_MAX_STEP_VISITS": Setting(1000, "count", "The step budget: the most step visits a run may make "
                                        "(every step it runs, loops included) before it ends FAILED with "
                                        "`step_budget_exhausted`; a workflow sets its own with "

@@ -8,7 +8,7 @@ import logging.config
 import os
 
 from celery import Celery
-from celery.signals import setup_logging
+from celery.signals import setup_logging, worker_init
 
 from durable.runtime.worker import configure
 
@@ -29,3 +29,18 @@ def _use_django_logging(loglevel: int | str | None = None, **_: object) -> None:
     logging.config.dictConfig(settings.LOGGING)
     if loglevel:  # `celery worker --loglevel` still sets how chatty Celery itself is
         logging.getLogger("celery").setLevel(loglevel)
+
+
+@worker_init.connect
+def _runs_wait_for_a_connection(**_: object) -> None:
+    """A worker's runs wait for a connection of its pool (DURABLE_DB_POOL_TIMEOUT_SECONDS, generous), where a web
+    request gives up after a few seconds (the project's settings): set before the pool first opens, or opened anew."""
+    from django.conf import settings
+    from django.db import connections
+
+    from durable.conf import durable_settings
+
+    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    if isinstance(pool, dict):
+        pool["timeout"] = float(durable_settings.DURABLE_DB_POOL_TIMEOUT_SECONDS)
+        connections["default"].close_pool()  # type: ignore[attr-defined]  # the Postgres backend's; one made already

@@ -176,13 +176,15 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # The pool checks nothing on checkout: a connection that died idle fails its first statement, the task
     # ends, the run is sent again (durable/store/health.py), as with a proven connection before pooling.
     DURABLE_DB_POOL_SIZE = _environment_count("DURABLE_DB_POOL_SIZE")
+    NON_WORKER_POOL_TIMEOUT_SECONDS = 3.0
     if DURABLE_DB_POOL_SIZE > 0:
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
         DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": 1, "max_size": DURABLE_DB_POOL_SIZE, "max_idle": 300,
-            "timeout": float(os.environ.get("DURABLE_DB_POOL_TIMEOUT_SECONDS")
-                             or DEFAULTS["DURABLE_DB_POOL_TIMEOUT_SECONDS"]),
+            # A web request or a command waits a few seconds (a refused or lost database answers 503 then, not
+            # after minutes); a worker's runs wait DURABLE_DB_POOL_TIMEOUT_SECONDS (durable/project/celery.py).
+            "timeout": NON_WORKER_POOL_TIMEOUT_SECONDS,
         }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
