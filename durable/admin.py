@@ -17,6 +17,9 @@ from durable.models import (
     DeliveryAttempt,
     DrillRecord,
     JournalEntry,
+    LimitGate,
+    LimitTicket,
+    LimitUse,
     NotificationDelivery,
     NotificationEvent,
     NotificationPreference,
@@ -150,6 +153,33 @@ class SweepTurnAdmin(ReadOnlyAdmin):
     """When the workers' next sweep is due and which worker took the last turn (durable.runtime.sweeper)."""
 
     list_display = ("scope", "due_at", "taken_by")
+
+
+# Named limits (durable/runtime/limits.py): rows only the calls under a limit write; the console's Limits page
+# reads them as each limit's use.
+@admin.register(LimitGate)
+class LimitGateAdmin(ReadOnlyAdmin):
+    """One row per limit and key that every worker locks first; a 429's pause."""
+
+    list_display = ("limit", "key", "paused_until", "touched_at")
+    search_fields = ("limit", "key")
+
+
+@admin.register(LimitTicket)
+class LimitTicketAdmin(ReadOnlyAdmin):
+    """A slot held under a lease's fencing token, a run waiting, or room granted to a woken run."""
+
+    list_display = ("limit", "key", "run", "call", "state", "priority", "arrived_at", "granted_at")
+    list_filter = ("state", "limit")
+    search_fields = ("limit", "key", "run__id")
+
+
+@admin.register(LimitUse)
+class LimitUseAdmin(ReadOnlyAdmin):
+    """Call starts and tokens in a rate's or a tokens limit's window."""
+
+    list_display = ("limit", "key", "started_at", "tokens")
+    list_filter = ("limit",)
 
 
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.
