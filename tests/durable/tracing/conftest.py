@@ -28,13 +28,20 @@ class Traces:
 def traces():
     """Traces on in this process; off again after the test."""
     traces = Traces()
-    connections.close_all()  # psycopg is instrumented when a connection opens: the next one is
+    opened_anew()  # psycopg is instrumented when a connection opens: the next one is
     tracing.setup(tracer_provider=traces.provider)
     probe.reset()
     yield traces
     tracing.teardown()
-    connections.close_all()
+    opened_anew()
     probe.reset()
+
+
+def opened_anew():
+    """Close this process's connections, and its pool's (pooled ones were opened before): the next is new."""
+    connections.close_all()
+    if connections["default"].settings_dict.get("OPTIONS", {}).get("pool"):
+        connections["default"].close_pool()
 
 
 class Tree:
