@@ -45,6 +45,7 @@ from django.db import DatabaseError, connection, connections
 
 from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
+from durable.fleet import pool_size
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.heartbeat")  # the name operators filter on, kept across the move to runtime/
@@ -225,7 +226,7 @@ def _call_threads() -> _CallThreads:
 
 def pooled() -> bool:
     """This process's connections come from a pool (Django's OPTIONS["pool"], Postgres)."""
-    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
+    return pool_size() > 0
 
 
 def give_back_connection() -> None:

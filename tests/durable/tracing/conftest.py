@@ -8,6 +8,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from durable import tracing
+from durable.runtime.heartbeat import pooled
 from tests.durable.ledger_workflows import probe
 
 
@@ -40,7 +41,7 @@ def traces():
 def opened_anew():
     """Close this process's connections, and its pool's (pooled ones were opened before): the next is new."""
     connections.close_all()
-    if connections["default"].settings_dict.get("OPTIONS", {}).get("pool"):
+    if pooled():
         connections["default"].close_pool()
 
 
