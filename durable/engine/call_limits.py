@@ -176,17 +176,21 @@ def admits(spec: LimitSpec, held: LimitNow) -> int | float:
 
 
 def frees_at(spec: LimitSpec, held: LimitNow) -> datetime | None:
-    """When a full limit may admit a call again by the clock alone (a pause ends, a window slides past a start or a
-    token count); None when only a call giving back its slot frees it (concurrency)."""
+    """When a full limit may admit a call again by the clock alone (a pause ends, a window slides past a start, one
+    granted to a woken run included, or a token count); None when only a call giving back its slot frees it
+    (concurrency)."""
     times: list[datetime] = []
     if held.paused_until is not None and held.paused_until > held.now:
         times.append(held.paused_until)
     if spec.rate is not None:
+        # Room granted to woken runs is starts still to come: counted as starting now, they leave the window one
+        # period from now at the earliest (a woken run that starts later makes the waiter ask once more, early).
         window = spec.rate.seconds + spec.margin
         started = sorted(at for at in held.starts if _in(window, held.now, at))
-        over = len(started) + held.granted - spec.rate.count
-        if over >= 0 and started:
-            times.append(started[min(over, len(started) - 1)] + timedelta(seconds=window))
+        starts = started + [held.now] * max(held.granted, 0)
+        over = len(starts) - spec.rate.count
+        if over >= 0 and starts:
+            times.append(starts[min(over, len(starts) - 1)] + timedelta(seconds=window))
     if spec.tokens is not None:
         used = [(at, count) for at, count in held.tokens if _in(spec.tokens.seconds, held.now, at)]
         total = sum(count for _, count in used)

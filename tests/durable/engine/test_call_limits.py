@@ -99,6 +99,16 @@ def test_a_rate_counts_starts_in_the_window_with_its_margin_and_room_granted_to_
     assert frees_at(spec, LimitNow(at(0.9), starts=starts)) == at(1.0 + RATE_MARGIN_SECONDS)
 
 
+def test_a_rate_whose_room_is_all_granted_to_woken_runs_frees_one_window_after_now_not_never():
+    """Runs woken with room have not started yet: a newcomer waits a window from now at the latest, not for the
+    backstop recheck (it once parked for the lease's 10 s while the window slid every second)."""
+    spec = LimitSpec("r", rate=Rate(2, 1.0))
+    window = timedelta(seconds=1.0 + RATE_MARGIN_SECONDS)
+    assert frees_at(spec, LimitNow(at(5), granted=2)) == at(5) + window
+    assert frees_at(spec, LimitNow(at(5), starts=(at(4.5),), granted=1)) == at(4.5) + window
+    assert frees_at(spec, LimitNow(at(5), starts=(at(4.5),), granted=3)) == at(5) + window
+
+
 def test_tokens_over_the_period_stop_new_calls_until_enough_leave_the_window():
     spec = LimitSpec("t", tokens=Rate(1000, 60.0))
     used = ((at(0), 600), (at(10), 500))
