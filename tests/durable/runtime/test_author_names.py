@@ -10,7 +10,6 @@ from durable import ChildKeyTaken, ChildRunFailed, send_event, services
 from durable.engine.errors import ApprovalNotGranted, ApprovalPreconditionFailed, NonRetryableError, classify
 from durable.engine.states import RunStatus
 from durable.models import Run
-from tests.durable import author_workflows  # noqa: F401  (registers the workflows)
 from tests.durable.claims import advance, make_retry_due
 
 pytestmark = pytest.mark.django_db
