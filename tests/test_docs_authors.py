@@ -12,8 +12,8 @@ import pytest
 import durable
 from tests.pages import ROOT, python_blocks
 
-# Where authors copy from: the demo workflows and the example host project's.
-SOURCES = sorted([*(ROOT / "durable" / "tools" / "demo").glob("*.py"), *(ROOT / "examples").rglob("*.py")])
+# Where authors copy from: the demo workflows (and the drills' and benchmarks'), the example host project's.
+SOURCES = sorted([*(ROOT / "durable" / "tools").rglob("*.py"), *(ROOT / "examples").rglob("*.py")])
 
 
 def steps(tree: ast.AST) -> list[ast.FunctionDef]:
