@@ -17,14 +17,21 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from durable.engine.approvals import ApprovalStatus, Path, Revalidation, approvers_needed, object_hash, snapshot_hash
-from durable.engine.errors import AwaitingApproval, NonRetryableError, refuse_unstorable
+from durable.engine.errors import (
+    ApprovalExpired,
+    ApprovalInvalidated,
+    ApprovalPreconditionFailed,
+    ApprovalRejected,
+    AwaitingApproval,
+    refuse_unstorable,
+)
 from durable.engine.notifications import EventKind
 from durable.models import JournalEntry
 from durable.runtime import transitions
@@ -33,6 +40,7 @@ from durable.signals import operator_event
 from durable.store import Lease, RunStore
 
 MAX_ASKS = 5  # asking again is for facts that moved, not a loop
+PRECONDITION_FAILED = "precondition failed"  # the journal's word for a request refused on its facts before asking
 
 Revalidate = Callable[[dict[str, Any]], Revalidation]
 
@@ -43,11 +51,6 @@ def request_approval(site: GateSite, ask: ApprovalAsk) -> dict[str, Any]:
     gate = Gate(site.store, site.lease, site.run_id, site.step, site.workflow_name, site.workflow_version,
                 site.business_key, site.visit, site.position)
     return gate.request(ask)
-
-
-class ApprovalRejected(NonRetryableError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, kind="approval_rejected")
 
 
 def _check(ask: ApprovalAsk) -> None:
@@ -163,20 +166,20 @@ class Gate:
                 "decided_at": approved.decided_at.isoformat() if approved.decided_at else None}
 
     def _take(self, path: Path, ask: ApprovalAsk, latest: ApprovalRequest) -> dict[str, Any]:
-        what = "expired" if latest.status == ApprovalStatus.EXPIRED else "was invalidated"
+        expired = latest.status == ApprovalStatus.EXPIRED
         if path == Path.ASK_AGAIN and latest.ask < MAX_ASKS:
             return self._ask(ask, latest.ask + 1)
-        raise NonRetryableError(f"the {latest.kind} approval {what}: {latest.reason or 'no decision in time'}",
-                                kind=f"approval_{latest.status.lower()}")
+        message = f"the {latest.kind} approval {'expired' if expired else 'was invalidated'}: "
+        raise (ApprovalExpired if expired else ApprovalInvalidated)(message + (latest.reason or "no decision in time"))
 
     def _ask(self, ask: ApprovalAsk, number: int) -> dict[str, Any]:
+        self._refused_before(ask)
         snapshot = ask.snapshot() if callable(ask.snapshot) else ask.snapshot
         # What an approver sees and its hash binds, chosen before anyone is asked: refused, never altered.
         refuse_unstorable(snapshot, what=f"the snapshot of approval {ask.kind!r}", kind="snapshot_not_storable")
         check = ask.revalidate(snapshot)
         if not check.holds:  # no human should be asked to approve on facts that already fail
-            raise NonRetryableError(f"the {ask.kind} preconditions do not hold: {'; '.join(check.problems)}",
-                                    kind="precondition_failed")
+            self._refuse(ask, check.problems, snapshot)
         approve = self._object(ask, snapshot)
         refuse_unstorable(approve, what=f"what approval {ask.kind!r} approves", kind="snapshot_not_storable")
         with transaction.atomic():  # the request and the run's wait commit together, or neither
@@ -194,6 +197,25 @@ class Gate:
             operator_event.send(Gate, kind=EventKind.APPROVAL_REQUESTED,
                                 run_id=self.run_id, subject=request.id, detail=request.notice)
         raise AwaitingApproval(request.id)
+
+    def _refuse(self, ask: ApprovalAsk, problems: tuple[str, ...], snapshot: dict[str, Any]) -> NoReturn:
+        """The facts fail before anyone is asked: recorded, fenced, so a step that catches the refusal (a tool's
+        answer) gets the same one when its visit runs again, whatever the facts are by then."""
+        with transaction.atomic():
+            self.store.fence(self.lease)
+            self.store.journal(self.lease, JournalEntry.Kind.APPROVAL, self.step, detail={  # the visit: the lease's
+                "event": PRECONDITION_FAILED, "position": self.position, "kind": ask.kind,
+                "problems": list(problems), "snapshot_hash": snapshot_hash(snapshot)})
+        raise ApprovalPreconditionFailed(ask.kind, problems)
+
+    def _refused_before(self, ask: ApprovalAsk) -> None:
+        """This visit's request at this place was refused on its facts before: the same refusal again."""
+        recorded = (JournalEntry.objects.filter(run_id=self.run_id, kind=JournalEntry.Kind.APPROVAL, step=self.step,
+                                                visit=self.visit, detail__event=PRECONDITION_FAILED,
+                                                detail__position=self.position)
+                    .values_list("detail", flat=True).first())
+        if recorded is not None:
+            raise ApprovalPreconditionFailed(ask.kind, tuple(recorded.get("problems") or ()))
 
     def _wait(self, request: ApprovalRequest, event: str) -> None:
         self.store.wait_for_approval(self.lease, self.step, {

@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any
 # errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
+    "ApprovalExpired": "durable.engine.errors",
+    "ApprovalInvalidated": "durable.engine.errors",
+    "ApprovalNotGranted": "durable.engine.errors",
+    "ApprovalPreconditionFailed": "durable.engine.errors",
+    "ApprovalRejected": "durable.engine.errors",
     "Budget": "durable.engine.costs",
     "Capabilities": "durable.engine.ledger",
+    "ChildKeyTaken": "durable.engine.errors",
     "ChildRun": "durable.engine.waits",
     "ChildRunFailed": "durable.engine.errors",
     "Classification": "durable.engine.errors",
@@ -28,6 +34,7 @@ _PUBLIC = {
     "Event": "durable.engine.waits",
     "Migration": "durable.workflow",
     "NonRetryableError": "durable.engine.errors",
+    "NotStorable": "durable.engine.errors",
     "OnActiveBusinessKey": "durable.engine.active_runs",
     "OperationConflict": "durable.engine.errors",
     "ParallelCallsFailed": "durable.engine.errors",
@@ -66,9 +73,16 @@ if TYPE_CHECKING:
     from durable.engine.costs import Budget as Budget
     from durable.engine.costs import Usage as Usage
     from durable.engine.errors import ActivityError as ActivityError
+    from durable.engine.errors import ApprovalExpired as ApprovalExpired
+    from durable.engine.errors import ApprovalInvalidated as ApprovalInvalidated
+    from durable.engine.errors import ApprovalNotGranted as ApprovalNotGranted
+    from durable.engine.errors import ApprovalPreconditionFailed as ApprovalPreconditionFailed
+    from durable.engine.errors import ApprovalRejected as ApprovalRejected
+    from durable.engine.errors import ChildKeyTaken as ChildKeyTaken
     from durable.engine.errors import ChildRunFailed as ChildRunFailed
     from durable.engine.errors import Classification as Classification
     from durable.engine.errors import NonRetryableError as NonRetryableError
+    from durable.engine.errors import NotStorable as NotStorable
     from durable.engine.errors import OperationConflict as OperationConflict
     from durable.engine.errors import ParallelCallsFailed as ParallelCallsFailed
     from durable.engine.errors import ReplayContractViolation as ReplayContractViolation

@@ -100,6 +100,26 @@ def logins_lock_out_by_username(app_configs: Any = None, **kwargs: Any) -> list[
     return check_login_lockout(apps.is_installed("axes"), getattr(settings, "AXES_LOCKOUT_PARAMETERS", None))
 
 
+@register(Tags.security, DURABLE, deploy=True)
+def not_a_developers_machine(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    # Deploy-only, unlike the checks above: on the developer's machine `runserver` runs the ordinary checks, and
+    # this one must not stop it there.
+    return check_development(bool(durable_settings.DURABLE_DEVELOPMENT))
+
+
+def check_development(development: bool) -> list[CheckMessage]:
+    """durable.E050: DURABLE_DEVELOPMENT (plain HTTP, cookies without Secure) in settings `check --deploy` reads."""
+    if not development:
+        return []
+    return [Error(
+        "DURABLE_DEVELOPMENT is on: the console would be served over plain HTTP, its session and CSRF cookies sent "
+        "without Secure and no HSTS asked for, so anyone on the network path could read a session. It is for a "
+        "developer's machine, never for a deployment.",
+        hint="Unset DURABLE_DEVELOPMENT (the environment variable, or the setting in your settings module) where "
+             "the project is deployed, and serve it over HTTPS (docs/deploying.md).",
+        obj="DURABLE_DEVELOPMENT", id="durable.E050")]
+
+
 @register(Tags.database, DURABLE)
 def unregistered_versions_in_flight(app_configs: Any = None, databases: Any = None,
                                     **kwargs: Any) -> list[CheckMessage]:

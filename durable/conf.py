@@ -99,6 +99,10 @@ SETTINGS: dict[str, Setting] = {
                                   "and `POST /api/runs/bulk/`); a larger selection is refused with a 400 saying so."),
     "DURABLE_BEHIND_TLS_PROXY": Setting(False, "flag", "Trust the proxy's X-Forwarded-For for the caller's "
                                         "address (set it only behind a proxy that sets it)."),
+    "DURABLE_DEVELOPMENT": Setting(False, "flag", "A developer's machine: the console over plain HTTP "
+                                   "(`runserver`), cookies without Secure, no HSTS, no redirect to HTTPS (the "
+                                   "standalone project; a host's settings follow it, docs/embedding.md). "
+                                   "`check --deploy` refuses it (durable.E050)."),
     # Observability.
     "DURABLE_METRICS_TOKEN": Setting("", "text", "The bearer token Prometheus sends to /metrics; empty: only a "
                                      "logged-in user with durable.view_run may read it."),

@@ -140,8 +140,11 @@ class Context(Protocol):
         is approved (action, amount, target), or a function of the snapshot. `revalidate(snapshot)` must be a
         module-level function returning a `Revalidation`: it runs when the request is made, when a human decides,
         and right before the run acts. Invalidated or expired requests take `on_invalid`/`on_expiry`: "ask_again"
-        or "fail". Rejection raises `ApprovalRejected`. Give the approval a step of its own: the step runs again
-        from its start once the decision is in.
+        or "fail". The step runs again from its start once the decision is in: what it did before the request
+        returns what it recorded, so the request may sit anywhere in the step, in a loop too (each visit asks its
+        own). No approval raises a `durable.ApprovalNotGranted`: `ApprovalRejected` (a human said no),
+        `ApprovalPreconditionFailed` (its facts failed when it was asked: nobody is asked; recorded, so the step
+        may catch it and answer with it), `ApprovalExpired` or `ApprovalInvalidated` (with "fail").
         """
 
     # Waits: the run is parked, released, until the wait ends; the visit then runs again from its start and each
@@ -155,10 +158,15 @@ class Context(Protocol):
 
     def wait_for_event(self, names: str | Sequence[str], *, timeout: timedelta | None = None) -> Event | None:
         """The next event named `names` (or one of them) sent to this run, consumed once; None if `timeout` passes
-        first. Events sent before the wait began wait in the run's mailbox, in arrival order."""
+        first. Events sent before the wait began wait in the run's mailbox, in arrival order. Its `payload` is the
+        model the workflow declares for its name (`events={"reply": Reply}`), or the JSON sent if it declares none."""
 
     def start_child(self, workflow: str, *, input: dict[str, Any], business_key: str) -> ChildRun:
-        """Start a run of `workflow` as this run's child, once for this visit and key, whatever crashes."""
+        """Start a run of `workflow` as this run's child, once for this visit and key, whatever crashes.
+
+        `durable.ChildKeyTaken` (a `ChildRunFailed`) if the child workflow already has an active run for
+        `business_key` that this run did not start: give each child a key of its own, e.g. with the parent's run id
+        (docs/workflows.md, "Child business keys")."""
 
     def wait_child(self, child: ChildRun) -> Any:
         """The child run's output once it has ended; ChildRunFailed if it did not succeed."""

@@ -17,14 +17,19 @@ NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdel
 STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
          "durable.send_event")  # an event wakes a waiting run: steering it, like a retry
 SPEND = ("durable.raise_budget",)  # let a run stopped by its budget spend more on model calls
+# A webhook's service account: it sends events to runs and reads the runs' status (never their contents, nor the
+# events' payloads); it cannot start, cancel, retry or steer a run otherwise, nor decide or resolve anything.
+SEND = ("durable.view_run", "durable.send_event")
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
+WEBHOOK = "webhook"
 ROLES: dict[str, tuple[str, ...]] = {
     VIEWER: VIEW,  # read everything
     APPROVER: VIEW + DECIDE,  # decide approvals
     RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
     OPERATOR: VIEW + STEER + SPEND,  # start, cancel, retry, resume, migrate runs; raise a run's budget
     ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
+    WEBHOOK: SEND,  # a service account's: send events, read runs' status; nothing else
 }
 
 

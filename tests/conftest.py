@@ -10,7 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from rest_framework.test import APIClient
 
-import tests.durable.cost_workflows  # noqa: F401  registers the test workflows in this process
+import tests.durable.author_workflows  # noqa: F401  registers the test workflows in this process
+import tests.durable.cost_workflows  # noqa: F401
 import tests.durable.deploys.v1  # noqa: F401
 import tests.durable.deploys.v2  # noqa: F401
 import tests.durable.limit_workflows  # noqa: F401

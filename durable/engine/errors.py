@@ -307,3 +307,54 @@ class ChildRunFailed(NonRetryableError):
         self.workflow = workflow
         self.status = status
         self.error = error
+
+
+class ChildKeyTaken(ChildRunFailed):
+    """`ctx.start_child` was refused: the child workflow already has an active run for the business key, one this
+    run did not start (another parent's child, or a run started by hand). A ChildRunFailed, so a step that handles
+    its children's failures handles this too; recorded, so a visit run again gets the same refusal. Give each
+    child a key of its own, one that names the parent's business (docs/workflows.md, "Child business keys")."""
+
+    def __init__(self, workflow: str, business_key: str, holder: str | None, message: str) -> None:
+        NonRetryableError.__init__(self, message, kind="child_not_started")  # its own message, not "ended ..."
+        self.run_id, self.workflow, self.status, self.error = holder or "", workflow, "NOT_STARTED", {"message": message}
+        self.business_key = business_key
+        self.holder = holder  # the run that holds the key, when durable could tell which
+
+
+class ApprovalNotGranted(NonRetryableError):
+    """`ctx.request_approval` will not return an approval: a human rejected it, its facts failed, it expired or
+    was invalidated with nothing left to do but fail. Each reason is a subclass below; a step (or a tool's code)
+    may catch it and answer with it, and the run goes on. Not caught, the run fails with its kind."""
+
+
+class ApprovalRejected(ApprovalNotGranted):
+    """A human rejected the request."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="approval_rejected")
+
+
+class ApprovalPreconditionFailed(ApprovalNotGranted):
+    """The request's revalidation failed when it was about to be asked (no human is asked to approve on facts that
+    already fail): `problems` says why. Recorded, so a visit run again gets the same answer."""
+
+    def __init__(self, approval_kind: str, problems: tuple[str, ...]) -> None:
+        super().__init__(f"the {approval_kind} preconditions do not hold: {'; '.join(problems)}",
+                         kind="precondition_failed")
+        self.problems = problems
+
+
+class ApprovalExpired(ApprovalNotGranted):
+    """Nobody decided in time, and the request says `on_expiry="fail"` (or it was asked again too often)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="approval_expired")
+
+
+class ApprovalInvalidated(ApprovalNotGranted):
+    """The facts moved after a human approved, and the request says `on_invalid="fail"` (or it was asked again
+    too often)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="approval_invalidated")

@@ -97,14 +97,15 @@ class Event:
     """An event from outside, as `ctx.wait_for_event` returns it: consumed once, by this wait."""
 
     name: str
-    payload: Any
+    payload: Any  # the model the workflow declares for the name (`events={...}`), or the JSON sent
     id: int
     sent_at: str  # ISO 8601, when the mailbox received it
     sender: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "payload": self.payload, "id": self.id, "sent_at": self.sent_at,
-                "sender": self.sender}
+        dump = getattr(self.payload, "model_dump", None)  # a declared pydantic model: its JSON, as it was sent
+        return {"name": self.name, "payload": dump(mode="json") if callable(dump) else self.payload, "id": self.id,
+                "sent_at": self.sent_at, "sender": self.sender}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Event:

@@ -41,6 +41,10 @@ def env_list(name: str, default: str = "") -> list[str]:
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # The embedded demo on http://127.0.0.1 (bin/demo sets this): plain cookies, and a key of this machine's own.
 DURABLE_EMBEDDED_DEMO = env_bool("DURABLE_EMBEDDED_DEMO", False)
+# A developer's machine (docs/deploying.md, "Developing on plain HTTP"): `runserver` over plain HTTP, cookies without
+# Secure (so a Python client's login keeps its CSRF cookie), no HSTS, no redirect, a key of this machine's own.
+# `check --deploy` refuses it (durable.E050), so it cannot reach production unnoticed.
+DURABLE_DEVELOPMENT = env_bool("DURABLE_DEVELOPMENT", False)
 # Keys anyone can read (this project's old embedded default, Django's startproject prefix, the docs' placeholder).
 PUBLISHED_SECRET_KEYS = ("insecure-embedded-default-change-me", "...", "change-me", "changeme")
 
@@ -59,7 +63,8 @@ def secret_key(environ: Mapping[str, str], *, debug: bool, demo: bool, var_dir: 
     raise ImproperlyConfigured(
         f"SECRET_KEY {problem}. Set SECRET_KEY to a long random value, the same on every web and worker machine "
         "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'). Only the embedded demo (bin/demo, "
-        "DURABLE_EMBEDDED_DEMO=1) or DJANGO_DEBUG=true runs without one.")
+        "DURABLE_EMBEDDED_DEMO=1), a developer's machine (DURABLE_DEVELOPMENT=true) or DJANGO_DEBUG=true runs without "
+        "one.")
 
 
 def _local_secret_key(var_dir: Path) -> str:
@@ -80,7 +85,7 @@ def _local_secret_key(var_dir: Path) -> str:
     return path.read_text().strip()
 
 
-SECRET_KEY = secret_key(os.environ, debug=DEBUG, demo=DURABLE_EMBEDDED_DEMO, var_dir=VAR_DIR)
+SECRET_KEY = secret_key(os.environ, debug=DEBUG, demo=DURABLE_EMBEDDED_DEMO or DURABLE_DEVELOPMENT, var_dir=VAR_DIR)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 
 INSTALLED_APPS = [
@@ -229,15 +234,23 @@ LOGIN_URL = "durable:login"
 LOGIN_REDIRECT_URL = "durable:overview"
 LOGOUT_REDIRECT_URL = "durable:login"
 
-# Everything but the embedded demo and DEBUG is served over HTTPS (TLS ends at the proxy;
+# Everything but the embedded demo, DEBUG and a developer's machine is served over HTTPS (TLS ends at the proxy;
 # DURABLE_BEHIND_TLS_PROXY=true trusts its X-Forwarded-Proto): secure cookies, HSTS, plain HTTP
 # redirected. The demo on http://127.0.0.1 keeps plain cookies.
-DURABLE_HTTPS = env_bool("DURABLE_HTTPS", not DEBUG and not DURABLE_EMBEDDED_DEMO)
+def serves_https(environ: Mapping[str, str], *, debug: bool, demo: bool, development: bool) -> bool:
+    """Whether this project is served over HTTPS only; DURABLE_DEVELOPMENT says plain HTTP, whatever else is set."""
+    given = environ.get("DURABLE_HTTPS", "").strip().lower()
+    if development:
+        return False
+    return given in {"1", "true", "yes", "on"} if given else not debug and not demo
+
+
+DURABLE_HTTPS = serves_https(os.environ, debug=DEBUG, demo=DURABLE_EMBEDDED_DEMO, development=DURABLE_DEVELOPMENT)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = DURABLE_HTTPS
 SECURE_HSTS_SECONDS = int(os.environ.get("DURABLE_HSTS_SECONDS", "31536000")) if DURABLE_HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = DURABLE_HTTPS
 SECURE_HSTS_PRELOAD = DURABLE_HTTPS and env_bool("DURABLE_HSTS_PRELOAD", False)  # the domain owner's commitment
-SECURE_SSL_REDIRECT = env_bool("DURABLE_SSL_REDIRECT", DURABLE_HTTPS)
+SECURE_SSL_REDIRECT = not DURABLE_DEVELOPMENT and env_bool("DURABLE_SSL_REDIRECT", DURABLE_HTTPS)
 DURABLE_BEHIND_TLS_PROXY = env_bool("DURABLE_BEHIND_TLS_PROXY", False)  # also: trust its X-Forwarded-For
 if DURABLE_BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from django.db import transaction
+from pydantic import ValidationError
 
 from durable import metrics
 from durable.conf import durable_settings
-from durable.engine.errors import ChildRunFailed, NonRetryableError, Waiting, refuse_unstorable
+from durable.engine.errors import ChildKeyTaken, ChildRunFailed, NonRetryableError, Waiting, refuse_unstorable
 from durable.engine.states import RunStatus
 from durable.engine.waits import ChildRun, Event, WaitingFor, WaitKind, check_event_name, child_start_key
 from durable.errors import Conflict
@@ -77,7 +79,7 @@ def wait_for_event(visit: Visit, names: str | Sequence[str], timeout: timedelta 
     _refuse_undeclared(visit, wanted)
     index, recorded = visit.reserve(WAIT_FOR_EVENT)
     if recorded is not None:
-        return _event_of(recorded.result)
+        return _event_of(visit, recorded.result)
     waiting = _current(visit, index, WaitKind.EVENT)
     now = visit.store.db_now() if timeout is not None else None
     deadline = waiting.until if waiting is not None else None
@@ -92,7 +94,7 @@ def wait_for_event(visit: Visit, names: str | Sequence[str], timeout: timedelta 
                                            description.as_json(), deadline)
     if taken is not None:
         fault_point(AFTER_EVENT_CONSUMED, operation_id=_call_id(visit, index), action=WAIT_FOR_EVENT)
-        return _event_of(taken)
+        return _event_of(visit, taken)
     _parked(visit, description)
 
 
@@ -107,17 +109,37 @@ def _refuse_undeclared(visit: Visit, wanted: tuple[str, ...]) -> None:
                                 kind="undeclared_event")
 
 
-def _event_of(result: dict[str, Any]) -> Event | None:
-    return Event.from_json(result["event"]) if "event" in result else None
+def _event_of(visit: Visit, result: dict[str, Any]) -> Event | None:
+    """The event a wait took, its payload as the model the run's workflow declares for its name (if it does):
+    checked against that model when it was sent, read back into it here, live and on replay alike."""
+    if "event" not in result:
+        return None
+    event = Event.from_json(result["event"])
+    model = registry.get(visit.workflow_name, visit.workflow_version).events.get(event.name)
+    if model is None:
+        return event
+    try:
+        return replace(event, payload=model.model_validate(event.payload))
+    except ValidationError as exc:  # the model changed in code since the event was sent: say so, not a traceback
+        raise NonRetryableError(f"event {event.id} ({event.name!r}) no longer fits {model.__name__}, the model "
+                                f"{visit.workflow_name} v{visit.workflow_version} declares for it: "
+                                f"{exc.errors(include_url=False)}", kind="event_payload_invalid") from None
 
 
 def start_child(visit: Visit, workflow: str, input: dict[str, Any], business_key: str) -> ChildRun:
     """Start a run of `workflow` as this run's child, once per visit and key whatever crashes (invariant 19)."""
     refuse_unstorable(business_key, what=f"the business key of child run {workflow!r}", kind="payload_not_storable")
     index, recorded = visit.reserve(START_CHILD)
+    if recorded is not None and "refused" in recorded.result:  # refused before: the same refusal, whatever now holds
+        raise ChildKeyTaken(workflow, business_key, recorded.result.get("holder"), recorded.result["refused"])
     if recorded is not None:
         return ChildRun(**recorded.result)
-    started = ChildRun(_start_child_run(visit, workflow, input, business_key), workflow, business_key)
+    try:
+        started = ChildRun(_start_child_run(visit, workflow, input, business_key), workflow, business_key)
+    except ChildKeyTaken as taken:  # recorded, so a step that catches it takes the same path when run again
+        visit.store.record_activity(visit.lease, visit.step, index, START_CHILD, {
+            "refused": str(taken), "holder": taken.holder, "workflow": workflow, "business_key": business_key})
+        raise
     fault_point(AFTER_CHILD_STARTED, operation_id=_call_id(visit, index), action=START_CHILD)
     visit.store.record_child(visit.lease, visit.step, index, START_CHILD,
                              {"run_id": started.run_id, "workflow": workflow, "business_key": business_key})
@@ -139,14 +161,15 @@ def _start_child_run(visit: Visit, workflow: str, input: dict[str, Any], busines
             child, _ = start_run(workflow=workflow, input=input, business_key=business_key, idempotency_key=key,
                                  user=creator, source="parent", parent_run_id=visit.run_id)
         except Conflict as exc:  # the child workflow refuses a second active run for the key
-            raise NonRetryableError(f"child run of {workflow} not started: {exc}", kind="child_not_started") from None
+            raise ChildKeyTaken(workflow, business_key, exc.extra.get("active_run"),
+                                f"child run of {workflow} not started: {exc}") from None
         if child.parent_run_id != visit.run_id:
             # The child workflow answers a start with its active run for the key (return_existing): that run is
             # not this one's child, would not wake it when it ends, nor be cancelled with it.
-            raise NonRetryableError(
+            raise ChildKeyTaken(workflow, business_key, str(child.id), (
                 f"child run of {workflow} not started: {workflow} already has an active run for business key "
                 f"{business_key!r} (run {child.id}) that this run did not start; give each child a business key "
-                "of its own", kind="child_not_started")
+                "of its own, naming the parent's business (docs/workflows.md, \"Child business keys\")"))
     return str(child.id)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable import RetryPolicy, Workflow, register
+from durable import Context, RetryPolicy, Workflow, register
 
 EVENT = "drill-ping"  # the name of every event the drill sends
 LISTENER, PARENT, CHILD = "drill-wait-event", "drill-parent", "drill-child"
@@ -31,9 +31,10 @@ listener = drill_workflow(LISTENER, Listening)
 
 
 @listener.step
-def listen(ctx: Any, state: Listening) -> Listening:
+def listen(ctx: Context, state: Listening) -> Listening:
     for _ in range(state.expect):
         event = ctx.wait_for_event(EVENT)
+        assert event is not None  # no timeout: the wait returns only with an event
         state.received.append({"id": event.id, "seq": event.payload["seq"]})
     return state
 
@@ -52,14 +53,14 @@ parent = drill_workflow(PARENT, Delegating)
 
 
 @parent.step
-def delegate(ctx: Any, state: Delegating) -> Delegating:
+def delegate(ctx: Context, state: Delegating) -> Delegating:
     child_run = ctx.start_child(CHILD, input={"value": state.value}, business_key=f"{ctx.business_key}/child")
     state.answer = ctx.wait_child(child_run)
     return state
 
 
 @parent.step
-def report(ctx: Any, state: Delegating) -> Delegating:  # a checkpoint after the wait, as a real parent goes on
+def report(ctx: Context, state: Delegating) -> Delegating:  # a checkpoint after the wait, as a real parent goes on
     return state
 
 
@@ -72,7 +73,7 @@ child = drill_workflow(CHILD, Delegating)
 
 
 @child.step
-def work(ctx: Any, state: Delegating) -> Delegating:
+def work(ctx: Context, state: Delegating) -> Delegating:
     ctx.sleep(timedelta(milliseconds=300))  # the parent parks first; the child is woken by a timer
     return state
 

@@ -48,7 +48,7 @@ from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_re
 from durable.context import Context
 from durable.downstream import Downstream
 from durable.engine.costs import Usage
-from durable.engine.errors import NonRetryableError, OperationConflict
+from durable.engine.errors import ApprovalPreconditionFailed, ApprovalRejected, NonRetryableError, OperationConflict
 
 DepsT = TypeVar("DepsT")
 OutputT = TypeVar("OutputT")
@@ -274,10 +274,11 @@ class _Visit:
                     declared.kind, snapshot=functools.partial(declared.snapshot, args), approve=declared.approve,
                     revalidate=declared.revalidate, expires_in=declared.expires_in, on_invalid=declared.on_invalid,
                     on_expiry=declared.on_expiry, approvers=declared.approvers)
-            except NonRetryableError as refused:
-                if refused.kind != "approval_rejected":
-                    raise
+            except ApprovalRejected as refused:
                 approvals[call.tool_call_id] = ToolDenied(f"a human rejected this call: {refused}")
+                continue
+            except ApprovalPreconditionFailed as refused:  # nobody was asked: the facts fail already
+                approvals[call.tool_call_id] = ToolDenied(f"this call cannot be approved now: {refused}")
                 continue
             approvals[call.tool_call_id] = ToolApproved()
             metadata[call.tool_call_id] = {APPROVAL: granted}

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from durable.context import Context
 from durable.tools.bench.model_server import thread_client
 from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
@@ -42,10 +43,9 @@ def ask_model(url: str, run: str, step: int) -> dict[str, Any]:
 
 
 def model_step(step: int, limit: str | None) -> Any:
-    def call(ctx: Any, state: Conversation) -> Conversation:
+    def call(ctx: Context, state: Conversation) -> Conversation:
         url = os.environ[MODEL_URL]
-        extra = {"limit": limit} if limit else {}
-        ctx.activity("model", ask_model, url, str(ctx.run_id), step, **extra)
+        ctx.activity("model", ask_model, url, str(ctx.run_id), step, limit=limit)  # None: no limit
         state.answers += 1
         return state
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import services
+from durable.context import Context
 from durable.runtime import executor
 from durable.tools.bench.workflows import registered_once
 from durable.tools.workload import delete_runs
@@ -33,7 +34,7 @@ def _call(ms: float, i: int) -> int:
     return i
 
 
-def _gather(ctx: Any, state: Sleeps) -> Sleeps:
+def _gather(ctx: Context, state: Sleeps) -> Sleeps:
     started = time.perf_counter()
     state.results = ctx.parallel(*(ctx.call(f"tool{i}", _call, state.call_ms, i) for i in range(state.calls)))
     _GROUP_MS.append((time.perf_counter() - started) * 1000)

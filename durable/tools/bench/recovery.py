@@ -22,6 +22,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from durable.context import Context
 from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
 
@@ -36,7 +37,7 @@ class Work(BaseModel):
     done: int = 0
 
 
-def work(ctx: Any, state: Work) -> Work:
+def work(ctx: Context, state: Work) -> Work:
     time.sleep(STEP_SECONDS)
     state.done += 1
     return state

@@ -25,6 +25,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from durable.context import Context
 from durable.tools.bench.wakeup import latency_lines, wait_for_state
 from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
@@ -39,13 +40,13 @@ class Parked(BaseModel):
     resumed_at: float = 0.0  # the wall clock as the step ran on past its wait
 
 
-def listen(ctx: Any, state: Parked) -> Parked:
+def listen(ctx: Context, state: Parked) -> Parked:
     ctx.wait_for_event(EVENT)
     state.resumed_at = time.time()
     return state
 
 
-def nap(ctx: Any, state: Parked) -> Parked:
+def nap(ctx: Context, state: Parked) -> Parked:
     ctx.sleep(timedelta(seconds=state.seconds))
     state.resumed_at = time.time()
     return state

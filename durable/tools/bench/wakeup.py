@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from durable.context import Context
 from durable.engine.approvals import Revalidation
 from durable.engine.errors import RetryableError
 from durable.engine.retry import RetryPolicy
@@ -41,23 +42,23 @@ def revalidate_probe(snapshot: dict[str, Any]) -> Revalidation:
     return Revalidation(current=snapshot)
 
 
-def first(ctx: Any, state: Probe) -> Probe:
+def first(ctx: Context, state: Probe) -> Probe:
     state.started_at = time.time()
     return state
 
 
-def ask(ctx: Any, state: Probe) -> Probe:
+def ask(ctx: Context, state: Probe) -> Probe:
     ctx.request_approval("bench", snapshot={"probe": True}, approve={"probe": True}, revalidate=revalidate_probe,
                          expires_in=timedelta(hours=1))
     return state
 
 
-def after_approval(ctx: Any, state: Probe) -> Probe:
+def after_approval(ctx: Context, state: Probe) -> Probe:
     state.approved_at = time.time()
     return state
 
 
-def flaky(ctx: Any, state: Probe) -> Probe:
+def flaky(ctx: Context, state: Probe) -> Probe:
     if ctx.attempt == 0:
         raise RetryableError("the probe fails once", retry_after=RETRY_AFTER)
     state.retried_at = time.time()

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from durable.context import Context
 from durable.engine.graph import Route
 from durable.registry import registry
 from durable.tools.bench.downstream import ACTION, downstream
@@ -20,12 +21,12 @@ class Counter(BaseModel):
     n: int = 0
 
 
-def bump(ctx: Any, state: Counter) -> Counter:
+def bump(ctx: Context, state: Counter) -> Counter:
     state.n += 1
     return state
 
 
-def charge(ctx: Any, state: Counter) -> Counter:
+def charge(ctx: Context, state: Counter) -> Counter:
     ctx.side_effect(ACTION, business_key=ctx.business_key, downstream=downstream, payload={"amount": state.n})
     state.n += 1
     return state
@@ -34,7 +35,7 @@ def charge(ctx: Any, state: Counter) -> Counter:
 def visit(steps: int, then: str | None) -> Callable[[Any, Counter], Route]:
     """The loop's one step: add one, and route back to itself until it has been visited `steps` times."""
 
-    def step(ctx: Any, state: Counter) -> Route:
+    def step(ctx: Context, state: Counter) -> Route:
         state.n += 1
         return Route("step" if state.n < steps else then, state)
 

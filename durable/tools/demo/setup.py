@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db.models import Q
 
 from durable.models import ApiToken
-from durable.roles import ADMIN, APPROVER
+from durable.roles import ADMIN, APPROVER, WEBHOOK
 from durable.tokens import create_token, revoke_token
 
 DEMO_USERNAME = "operator"
@@ -20,10 +20,10 @@ REVIEWER_USERNAME = "reviewer"
 INTAKE_USERNAME = "intake"
 DEMO_PASSWORD = "durable-demo"
 
-# The people hold roles (groups created by a migration); the intake service holds three permissions:
-# it starts runs, reads them, and sends them the customers' replies its webhook receives.
-ROLES_OF = {DEMO_USERNAME: (ADMIN,), REVIEWER_USERNAME: (APPROVER,), INTAKE_USERNAME: ()}
-INTAKE_PERMISSIONS = ("durable.view_run", "durable.start_run", "durable.send_event")  # events: the support desk's replies
+# The people hold roles (groups created by a migration). The intake service holds the webhook role (it sends runs
+# the customers' replies its webhook receives, and reads runs) and one permission more: it starts runs.
+ROLES_OF = {DEMO_USERNAME: (ADMIN,), REVIEWER_USERNAME: (APPROVER,), INTAKE_USERNAME: (WEBHOOK,)}
+INTAKE_PERMISSIONS = ("durable.start_run",)
 INTAKE_TOKEN_NAME = "demo intake"
 
 

@@ -35,9 +35,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable import (
+    ApprovalPreconditionFailed,
+    ApprovalRejected,
     Budget,
     Context,
-    NonRetryableError,
     OperationConflict,
     RetryPolicy,
     UntrustedOutputRefused,
@@ -135,7 +136,7 @@ def act(ctx: Context, state: SupportState) -> SupportState:
                     if _amount(state) > FRAUD_CHECK_ABOVE:  # scored by a child run; the parent waits, parked
                         verdict = ctx.wait_child(ctx.start_child(
                             "fraud-check", input={"order_id": order_id, "amount": str(_amount(state))},
-                            business_key=f"{order_id}:fraud-check"))
+                            business_key=f"{order_id}:fraud-check:{ctx.run_id}"))
                         if verdict["risk"] != "low":
                             raise ToolError(f"the fraud check held the refund: {verdict['reason']}")
                     approved = ctx.request_approval(
@@ -160,7 +161,7 @@ def act(ctx: Context, state: SupportState) -> SupportState:
                 _emailed(state, sent)
                 # Parked until the support desk's webhook sends the reply (or the deadline passes).
                 reply = ctx.wait_for_event(REPLY, timeout=timedelta(seconds=durable_settings.DURABLE_DEMO_REPLY_SECONDS))
-                answers[n] = {"reply": reply.payload["text"]} if reply else {
+                answers[n] = {"reply": reply.payload.text} if reply else {
                     "error": "the customer did not reply in time"}
             elif name == "follow_up":
                 ctx.sleep(timedelta(seconds=durable_settings.DURABLE_DEMO_FOLLOW_UP_SECONDS))  # parked, not a worker
@@ -216,7 +217,8 @@ def _told_to_the_model(state: SupportState, answers: dict[int, Any], n: int) -> 
     """A tool call refused or failed for a reason the model can act on: the reason is the call's answer.
 
     A refusal of what the model chose (an order not the run's) is kept for the operator too; a refund a
-    human rejected and an email asked again with another text are the model's to tell the customer."""
+    human rejected (or whose facts fail before anyone is asked) and an email asked again with another text are the
+    model's to tell the customer."""
     try:
         yield
     except UntrustedOutputRefused as refused:
@@ -226,10 +228,10 @@ def _told_to_the_model(state: SupportState, answers: dict[int, Any], n: int) -> 
         answers[n] = {"error": str(error)}
     except OperationConflict:
         answers[n] = {"error": "this was already done once with another text or amount; it was not done again"}
-    except NonRetryableError as error:
-        if error.kind != "approval_rejected":
-            raise
+    except ApprovalRejected as error:
         answers[n] = {"error": f"a human rejected the refund: {error}"}
+    except ApprovalPreconditionFailed as error:  # nobody was asked: the order cannot be refunded as it is now
+        answers[n] = {"error": f"the refund cannot be proposed: {'; '.join(error.problems)}"}
 
 
 def _look_up(ctx: Context, state: SupportState, calls: dict[int, dict[str, Any]]) -> dict[int, Any]:

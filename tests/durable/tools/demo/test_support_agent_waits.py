@@ -63,7 +63,7 @@ def test_a_refund_without_a_reason_asks_the_customer_checks_for_fraud_and_follow
     # The reply gave a reason: the model proposed the refund, and a fraud-check child run scores it first.
     assert run.status == RunStatus.WAITING and run.waiting_for["kind"] == "child"
     child = Run.objects.get(parent_run=run)
-    assert (child.workflow_name, child.business_key) == ("fraud-check", f"{ORDER}:fraud-check")
+    assert (child.workflow_name, child.business_key) == ("fraud-check", f"{ORDER}:fraud-check:{run.id}")
     child = advance(child)
     assert child.status == RunStatus.SUCCEEDED and child.output["risk"] == "low"
     run = advance(run)
