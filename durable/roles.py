@@ -17,9 +17,10 @@ NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdel
 STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
          "durable.send_event")  # an event wakes a waiting run: steering it, like a retry
 SPEND = ("durable.raise_budget",)  # let a run stopped by its budget spend more on model calls
-# A webhook's service account: it sends events to runs and reads the runs' status (never their contents, nor the
-# events' payloads); it cannot start, cancel, retry or steer a run otherwise, nor decide or resolve anything.
-SEND = ("durable.view_run", "durable.send_event")
+# A webhook's service account: it sends events to runs and reads the status of the runs it sent events to (never
+# their contents, nor the events' payloads; durable/api/permissions.py, SENDERS_READ); it cannot list runs, start,
+# cancel, retry or steer them otherwise, nor decide or resolve anything.
+SEND = ("durable.send_event",)
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
 WEBHOOK = "webhook"
@@ -29,7 +30,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
     OPERATOR: VIEW + STEER + SPEND,  # start, cancel, retry, resume, migrate runs; raise a run's budget
     ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
-    WEBHOOK: SEND,  # a service account's: send events, read runs' status; nothing else
+    WEBHOOK: SEND,  # a service account's: send events, read the runs it sent them to; nothing else
 }
 
 

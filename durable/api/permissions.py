@@ -20,6 +20,18 @@ ACTION_PERMISSIONS = {
     "events": "durable.view_run",  # the run's mailbox; payloads only under the contents rule
     "send_event": "durable.send_event",
 }
+# What a caller that may send events but not view runs (the webhook role) may still read: a run it sent an event to
+# (or started), and that run's mailbox (RunViewSet.get_queryset keeps only those runs: any other is 404, as a run
+# that does not exist).
+SENDERS_READ = frozenset({"retrieve", "events"})
+VIEW_RUN, SEND_EVENT = "durable.view_run", "durable.send_event"
+
+
+def reads_as_sender(request: Request, view: APIView) -> bool:
+    """The caller reads a run only as one that sent it an event: it holds send_event, not view_run."""
+    user = request.user
+    return (getattr(view, "action", None) in SENDERS_READ and not user.has_perm(VIEW_RUN)
+            and user.has_perm(SEND_EVENT))
 
 
 def needed_permission(request: Request, view: APIView, permissions: dict[str, str]) -> str | None:
@@ -51,3 +63,8 @@ class ActionPermission(BasePermission):
 
 class RunPermission(ActionPermission):
     permissions = ACTION_PERMISSIONS
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if super().has_permission(request, view):
+            return True
+        return bool(request.user and request.user.is_authenticated) and reads_as_sender(request, view)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -25,7 +26,7 @@ from durable.api.events import (
 from durable.api.filters import ORDERS, RunFilterSerializer, filter_runs, position
 from durable.api.idempotency import HEADER, idempotency_key
 from durable.api.pagination import CursorPages
-from durable.api.permissions import RunPermission
+from durable.api.permissions import RunPermission, reads_as_sender
 from durable.api.schema import ConflictSerializer
 from durable.api.serializers import (
     CancelledRunSerializer,
@@ -115,6 +116,10 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
             queryset = filter_runs(queryset, filters.validated_data)
         if self.action == "retrieve" and can_see_contents(self.request.user):
             queryset = queryset.prefetch_related("checkpoints", "journal", "side_effects")
+        if reads_as_sender(self.request, self):  # a webhook: only the runs it sent an event to (or started)
+            user = self.request.user.pk  # logged in: RunPermission let it through
+            queryset = queryset.filter(Q(created_by_id=user) | Q(id__in=RunEvent.objects.filter(sent_by_id=user)
+                                                                         .values("run_id")))
         return queryset
 
     @extend_schema(parameters=[RunFilterSerializer], responses=RunSerializer(many=True))

@@ -1,9 +1,9 @@
 """The webhook role (durable/roles.py, WEBHOOK): a webhook's service account sends events to runs and reads the
-runs' status, nothing else. Its permissions are frozen here, as migrations must be."""
+status of the runs it sent events to, nothing else. Its permissions are frozen here, as migrations must be."""
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-WEBHOOK = ("durable.view_run", "durable.send_event")
+WEBHOOK = ("durable.send_event",)
 
 
 def create_webhook_role(apps, schema_editor):

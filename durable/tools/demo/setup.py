@@ -21,7 +21,8 @@ INTAKE_USERNAME = "intake"
 DEMO_PASSWORD = "durable-demo"
 
 # The people hold roles (groups created by a migration). The intake service holds the webhook role (it sends runs
-# the customers' replies its webhook receives, and reads runs) and one permission more: it starts runs.
+# the customers' replies its webhook receives, and reads the runs it sent to or started) and one permission more:
+# it starts runs.
 ROLES_OF = {DEMO_USERNAME: (ADMIN,), REVIEWER_USERNAME: (APPROVER,), INTAKE_USERNAME: (WEBHOOK,)}
 INTAKE_PERMISSIONS = ("durable.start_run",)
 INTAKE_TOKEN_NAME = "demo intake"

@@ -1,7 +1,9 @@
 """The webhook role (durable/roles.py): a webhook's service account, with an API token, sends events to runs and
-reads their status; it starts, cancels, retries and resumes nothing, and never reads a run's contents or an event's
-payload. (tests/test_roles_matrix.py walks every endpoint as this role too.)"""
+reads the status of the runs it sent events to; it lists no runs, starts, cancels, retries and resumes nothing, and
+never reads a run's contents or an event's payload. (tests/test_roles_matrix.py walks every endpoint as this role
+too.)"""
 import pytest
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from durable import services
@@ -31,9 +33,26 @@ def waiting_run(tmp_path) -> Run:
     return run
 
 
-def test_the_webhook_role_holds_sending_and_reading_runs_and_nothing_else():
-    assert set(ROLES[WEBHOOK]) == {"durable.send_event", "durable.view_run"}
+def test_the_webhook_role_holds_sending_events_and_nothing_else():
+    assert set(ROLES[WEBHOOK]) == {"durable.send_event"}
 
+
+def test_a_webhook_reads_no_run_it_sent_no_event_to_and_lists_none(desk, waiting_run):
+    assert desk.get(f"/api/runs/{waiting_run.id}/").status_code == 404  # as a run that does not exist
+    assert desk.get(f"/api/runs/{waiting_run.id}/events/").status_code == 404
+    assert desk.get("/api/runs/").status_code == 403
+
+
+def test_a_webhook_that_may_start_runs_reads_the_runs_it_started(tmp_path):
+    """As the demo's intake: the webhook role and durable.start_run."""
+    intake = user_with_roles("intake-service", WEBHOOK)
+    intake.user_permissions.add(Permission.objects.get(codename="start_run"))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(intake)}")
+    started = client.post("/api/runs/", {"workflow": "test-wait-event", "business_key": "ORDER-9",
+                                         "input": {"calls_file": str(tmp_path / "calls"), "seconds": 0}}, format="json")
+    assert started.status_code == 201
+    assert client.get(f"/api/runs/{started.json()['id']}/").status_code == 200
 
 def test_a_webhook_sends_a_reply_by_business_key_and_reads_the_run_it_woke(desk, waiting_run):
     sent = desk.post("/api/events/", {"workflow": "test-wait-event", "business_key": "ORDER-8", "name": "reply",
