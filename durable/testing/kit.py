@@ -82,15 +82,18 @@ class DurableKit:
                 ready = _runnable()
             if not ready:
                 return advanced
+            claimed = False
             for run_id in ready:
                 if advanced >= MAX_ADVANCES:
                     raise RuntimeError(f"the runs were advanced {MAX_ADVANCES} times and still go on: a loop?")
                 advanced += 1
                 try:
-                    executor.advance(run_id, owner=OWNER)
+                    claimed = executor.advance(run_id, owner=OWNER).claimed or claimed
                 except WorkerCrashed:
                     self._died(run_id)
                     return advanced
+            if not claimed:  # none could be taken (not due yet by the database's clock): they wait
+                return advanced
 
     def _died(self, run_id: UUID) -> None:
         """The worker that held the run is gone: its lease runs out (the clock moves past it), so the next advance
