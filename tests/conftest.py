@@ -30,6 +30,8 @@ OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "tes
 # The test client, the live server and schemathesis's WSGI app (built as test modules are collected) speak
 # plain HTTP; production redirects it to HTTPS.
 settings.SECURE_SSL_REDIRECT = False
+# The public test kit's fixtures (durable_kit), as a host project enables them (docs/testing.md).
+pytest_plugins = ["durable.testing"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,6 +31,8 @@ HOST_WIRING = {
 
 # The modules of the optional extras (docs/embedding.md#extras): a workflow module imports what each exports.
 EXTRAS = ("durable.agents.pydantic_ai",)
+# The test kit's module (docs/testing.md): a host's tests import what it exports.
+KITS = ("durable.testing",)
 
 
 def imports(block: Block) -> list[tuple[str, str]]:
@@ -65,7 +67,7 @@ def test_every_name_a_page_imports_is_public(where, module, name):
         assert name in durable.__all__, f"{where}: {name} is not in durable.__all__"
     elif name in durable.__all__:
         pytest.fail(f"{where}: import {name} from durable, not from {module}")
-    elif module in EXTRAS:
+    elif module in EXTRAS + KITS:
         assert name in imported.__all__, f"{where}: {module} does not export {name}"
     else:
         assert name in HOST_WIRING.get(module, ()), (

@@ -15,7 +15,7 @@ from durable.tools.checks import check_fault_injection
 
 ROOT = Path(settings.BASE_DIR)
 APPS = ("durable", "approvals", "reconciliation")
-NOT_PRODUCTION = ("durable.tools", "durable.project")
+NOT_PRODUCTION = ("durable.tools", "durable.project", "durable.testing")  # the test kit runs in tests only
 BUILT_ON_THE_CORE = ("approvals", "reconciliation")
 
 IMPORT_EVERY_PRODUCTION_MODULE = """

@@ -17,6 +17,9 @@ from django.contrib.auth import get_user_model
 
 from tests.shop_service import ShopService, ShopState
 
+# durable's test kit: the durable_kit fixture runs the shop's workflow in a test's own process (tests/test_kit.py).
+pytest_plugins = ["durable.testing"]
+
 PROJECT = Path(__file__).resolve().parent.parent
 QUEUE = f"shop-test-{uuid.uuid4().hex[:8]}"  # only this session's worker takes this session's runs
 LOGS = Path(os.environ.get("HOST_TEST_LOGS") or settings.VAR_DIR / "test-logs")
