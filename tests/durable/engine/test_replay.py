@@ -2,7 +2,7 @@ import pytest
 
 from durable.engine.errors import ReplayContractViolation
 from durable.engine.fingerprint import StepShape, topology_fingerprint
-from durable.engine.replay import RecordedCall, ReplayCursor
+from durable.engine.replay import Mismatch, RecordedCall, ReplayCursor, payload_difference
 
 
 def test_recorded_calls_are_returned_in_order_then_live_calls_follow():
@@ -14,8 +14,33 @@ def test_recorded_calls_are_returned_in_order_then_live_calls_follow():
 
 def test_a_changed_call_order_is_a_replay_contract_violation():
     cursor = ReplayCursor("plan", [RecordedCall(0, "llm", 1), RecordedCall(1, "read", 2)])
-    with pytest.raises(ReplayContractViolation, match="call #0 is 'read' but history recorded 'llm'"):
+    with pytest.raises(ReplayContractViolation, match="call #0: history recorded 'llm', the code now asks 'read'"):
         cursor.next_call("read")
+    assert cursor.mismatch == Mismatch("plan", 0, "call", "call #0", "llm", "read")
+
+
+def test_the_cursor_keeps_the_visit_s_first_mismatch():
+    cursor = ReplayCursor("plan", [], visit=4)
+    first = Mismatch("plan", 4, "side_effect", "side effect 'email' for T-1", {"s": "a"}, {"s": "b"})
+    assert cursor.mismatched(first).mismatch == first
+    cursor.mismatched(Mismatch("plan", 4, "call", "call #1", "x", "y"))
+    assert cursor.mismatch == first
+
+
+def test_a_payload_difference_names_only_the_keys_that_changed():
+    recorded = {"to": "ann@example.com", "subject": "About your refund", "cc": "x"}
+    new = {"to": "ann@example.com", "subject": "Your refund is on its way", "bcc": "y"}
+    assert payload_difference(recorded, new) == (
+        {"bcc": "<absent>", "cc": "x", "subject": "About your refund"},
+        {"bcc": "y", "cc": "<absent>", "subject": "Your refund is on its way"})
+    assert payload_difference([1], [2]) == ([1], [2])
+
+
+def test_a_mismatch_says_where_and_what_both_ways_with_long_values_cut():
+    mismatch = Mismatch("notify", 3, "side_effect", "side effect 'email' for T-1", {"s": "a"}, {"s": "b" * 500})
+    assert mismatch.message.startswith("step 'notify' (visit 3) side effect 'email' for T-1: history recorded "
+                                       "{'s': 'a'}, the code now asks {'s': 'bbb")
+    assert len(mismatch.as_json()["new"]["s"]) == 203
 
 
 def test_fingerprint_changes_with_order_names_and_side_effects():
