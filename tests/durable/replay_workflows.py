@@ -3,22 +3,34 @@ while a developer rewords the email's subject. `DEPLOYED` is the code as deploye
 developer would change the step's text and restart the workers. Registered in the test process."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from durable import Context, Workflow, register
 from durable.downstream import get_downstream
-from tests.durable.ledger_workflows import probe  # noqa: F401  registers the probe downstream
+from tests.durable.ledger_workflows import probe  # registers the probe downstream
 
 FIRST_SUBJECT, REWORDED_SUBJECT = "About your refund", "Your refund is on its way"
-DEPLOYED: dict[str, Any] = {"subject": FIRST_SUBJECT, "patch": ""}
+DEPLOYED: dict[str, Any] = {"subject": FIRST_SUBJECT, "patch": "", "route": "reply"}
 
 
-def deploy(subject: str = FIRST_SUBJECT, patch: str = "") -> None:
-    """The code as a deploy leaves it: the subject the step writes, and the patch that guards a reworded one."""
-    DEPLOYED.update(subject=subject, patch=patch)
+def deploy(subject: str = FIRST_SUBJECT, patch: str = "", route: str = "reply") -> None:
+    """The code as a deploy leaves it: the subject the step writes, the patch that guards a reworded one, the route
+    triage takes."""
+    DEPLOYED.update(subject=subject, patch=patch, route=route)
+
+
+@pytest.fixture
+def first_deploy() -> Iterator[None]:
+    """Each test starts on the first deploy, with the probe's calls forgotten, and leaves it so."""
+    probe.reset()
+    deploy()
+    yield
+    deploy()
 
 
 class TicketInput(BaseModel):
@@ -56,4 +68,25 @@ def ask_customer(ctx: Context, state: TicketState) -> TicketState:
 
 @reply_email.step
 def close(ctx: Context, state: TicketState) -> TicketState:
+    return state
+
+
+# -- A step that chooses its route: a deploy may make it choose another ----------------------------------------------
+
+triage_flow = register(Workflow(name="test-replay-route", version=1, state=TicketState, input=TicketInput))
+
+
+@triage_flow.step(next=["refund", "reply"])
+def triage(ctx: Context, state: TicketState) -> Any:
+    ctx.activity("classify", str, state.ticket)
+    return triage_flow.goto(str(DEPLOYED["route"]), state)
+
+
+@triage_flow.step
+def refund(ctx: Context, state: TicketState) -> TicketState:
+    return state
+
+
+@triage_flow.step
+def reply(ctx: Context, state: TicketState) -> TicketState:
     return state

@@ -9,17 +9,9 @@ from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from tests.durable.claims import advance
 from tests.durable.ledger_workflows import probe
-from tests.durable.replay_workflows import FIRST_SUBJECT, REWORDED_SUBJECT, deploy
+from tests.durable.replay_workflows import FIRST_SUBJECT, REWORDED_SUBJECT, deploy, first_deploy  # noqa: F401
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _first_deploy():
-    probe.reset()
-    deploy()
-    yield
-    deploy()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("first_deploy")]
 
 
 def waiting_for_the_reply(**given) -> Run:
