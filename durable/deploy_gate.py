@@ -90,3 +90,26 @@ def held_runs(workflows: WorkflowRegistry = registry) -> Iterator[RunReplay]:
     for report in replay_runs(from_database(unfinished), workflows, current_visit_only=True):
         if report.mismatches:
             yield report
+
+
+@dataclass(frozen=True)
+class PatchUse:
+    """A patch the code asks in unfinished runs' current visits: how many take its old branch (False), its new."""
+
+    workflow: str
+    version: int
+    patch: str
+    old_branch: int
+    new_branch: int
+
+
+def patch_uses(workflows: WorkflowRegistry = registry) -> list[PatchUse]:
+    """The patches unfinished runs still depend on, from their current visits replayed on this code (recorded answers
+    first): a patch whose old branch no run takes can lose it (docs/workflow-versions.md, "Patches")."""
+    counts: dict[tuple[str, int, str], list[int]] = {}
+    unfinished = Run.objects.exclude(status__in=[s.value for s in TERMINAL]).order_by("created_at", "id")
+    for report in replay_runs(from_database(unfinished), workflows, current_visit_only=True):
+        for patch, taken in report.patches.items():
+            counts.setdefault((report.workflow, report.version, patch), [0, 0])[taken] += 1
+    return [PatchUse(workflow, version, patch, old, new)
+            for (workflow, version, patch), (old, new) in sorted(counts.items())]

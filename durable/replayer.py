@@ -23,7 +23,7 @@ from durable.engine.contract import Refusal, upcast
 from durable.engine.costs import UsageOf
 from durable.engine.errors import ChildRunFailed, NonRetryableError, OperationConflict
 from durable.engine.ids import operation_id, request_hash
-from durable.engine.replay import Mismatch, ReplayCursor, ReplayMismatch, payload_difference
+from durable.engine.replay import Mismatch, ReplayCursor, ReplayMismatch, history_goes_past, payload_difference
 from durable.engine.waits import ChildRun, Event
 from durable.registry import UnknownWorkflow, WorkflowRegistry, registry
 from durable.replay_records import RecordedRun, RecordedVisit
@@ -47,6 +47,7 @@ class RunReplay:
     version: int
     visits: int = 0  # visits replayed
     mismatches: list[Mismatch] = field(default_factory=list)
+    patches: dict[str, bool] = field(default_factory=dict)  # the patches its replayed visits asked, and the answers
     problem: str = ""  # why it could not be replayed at all (its version is not registered here, ...)
 
     @property
@@ -74,7 +75,7 @@ def replay_run(run: RecordedRun, workflows: WorkflowRegistry = registry, *,
         visits = [visit for visit in visits if not visit.finished]
     for visit in visits:
         report.visits += 1
-        mismatch = replay_visit(run, workflow, visit)
+        mismatch = replay_visit(run, workflow, visit, report.patches)
         if isinstance(mismatch, Refusal):
             report.problem = mismatch.message
             break
@@ -83,8 +84,10 @@ def replay_run(run: RecordedRun, workflows: WorkflowRegistry = registry, *,
     return report
 
 
-def replay_visit(run: RecordedRun, workflow: Workflow, visit: RecordedVisit) -> Mismatch | Refusal | None:
-    """Run the visit's step again on its recorded state; the first mismatch, if the code now asks another thing."""
+def replay_visit(run: RecordedRun, workflow: Workflow, visit: RecordedVisit,
+                 patches: dict[str, bool] | None = None) -> Mismatch | Refusal | None:
+    """Run the visit's step again on its recorded state; the first mismatch, if the code now asks another thing.
+    The patches it asks are added to `patches`, with their answers."""
     try:
         step = workflow.get_step(visit.step)
     except KeyError:
@@ -92,7 +95,7 @@ def replay_visit(run: RecordedRun, workflow: Workflow, visit: RecordedVisit) -> 
     readable = upcast(visit.state, visit.schema_version, workflow.checkpoint_schema_version, workflow.upcasters)
     if isinstance(readable, Refusal):
         return readable
-    ctx = ReplayContext(run, workflow, visit)
+    ctx = ReplayContext(run, workflow, visit, patches)
     try:
         returned = step.fn(ctx, workflow.state.model_validate(readable))
         route, _ = workflow.graph.choose(step.name, returned)
@@ -119,8 +122,10 @@ def _route(route: str | None) -> str:
 class ReplayContext:
     """A `durable.Context` that answers from a visit's record and calls nothing."""
 
-    def __init__(self, run: RecordedRun, workflow: Workflow, visit: RecordedVisit) -> None:
+    def __init__(self, run: RecordedRun, workflow: Workflow, visit: RecordedVisit,
+                 patches: dict[str, bool] | None = None) -> None:
         self._run, self._workflow, self._visit = run, workflow, visit
+        self.patches_asked = patches if patches is not None else {}
         self.cursor = ReplayCursor(visit.step, run.recorded_calls(visit.step, visit.seq), visit.seq)
         self.run_id = UUID(run.run_id)
         self.business_key = run.business_key
@@ -135,6 +140,21 @@ class ReplayContext:
     @property
     def replayed_calls(self) -> int:
         return self.cursor.reused
+
+    def patched(self, name: str) -> bool:
+        """As the worker answered: the recorded answer; without one, False for a finished visit (the code that
+        recorded it had no patch) and, for the current visit, what a worker would answer now."""
+        answer = self._run.patch(self.step, self.visit, name)
+        if answer is None and self._visit.finished:
+            answer = False
+        if answer is None:
+            operations = {row["operation_id"] for row in self._run.side_effects
+                          if (row["step"], row["visit"]) == (self.step, self.visit)}
+            positions = {a["position"] for a in self._run.approvals
+                         if (a["step"], a["visit"]) == (self.step, self.visit)}
+            answer = not history_goes_past(self.cursor, operations, positions, self._approvals_asked)
+        self.patches_asked.setdefault(name, answer)
+        return answer
 
     def _answer(self, name: str) -> Any:
         index, recorded = self.cursor.next_call(name)

@@ -123,9 +123,32 @@ class ReplayCursor:
         return ReplayMismatch(mismatch)
 
     @property
+    def next_index(self) -> int:
+        return self._next_index
+
+    @property
+    def records_ahead(self) -> bool:
+        """Has the visit recorded calls past the point its code has reached now?"""
+        return any(index >= self._next_index for index in self._recorded)
+
+    @property
     def reused(self) -> int:
         return len(self.reused_calls)
 
     @property
     def replayed_all(self) -> bool:
         return self._next_index >= len(self._recorded)
+
+
+def history_goes_past(cursor: ReplayCursor, visit_operations: set[str], approval_positions: set[int],
+                      approvals_asked: int, parked_at: int | None = None) -> bool:
+    """Did an earlier execution of this visit get past the point its code has reached now (Temporal's "replaying")?
+
+    It did if it recorded a call this execution has not reached (`cursor`), prepared a side effect this execution has
+    not asked yet (`visit_operations`, the visit's ledger rows, less `cursor.prepared`), asked an approval past the
+    `approvals_asked` this execution asked (`approval_positions`), or parked on a wait at a call index not reached
+    (`parked_at`). `ctx.patched` answers False there without a recorded answer: that execution ran code without the
+    patch past this point; True where nothing ran past it (docs/workflow-versions.md, "Patches")."""
+    return (cursor.records_ahead or bool(visit_operations - cursor.prepared)
+            or any(position > approvals_asked for position in approval_positions)
+            or (parked_at is not None and parked_at >= cursor.next_index))

@@ -48,6 +48,8 @@ reply_email = register(Workflow(name="test-reply-email", version=1, state=Ticket
 
 
 def _subject(ctx: Context) -> str:
+    if DEPLOYED["patch"] and ctx.patched(DEPLOYED["patch"]):
+        return REWORDED_SUBJECT
     return str(DEPLOYED["subject"])
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durable.deploy_gate import BlockedRun, blocked_runs, held_runs
+from durable.deploy_gate import BlockedRun, blocked_runs, held_runs, patch_uses
 from durable.versions import version_reports
 
 SHOWN_PER_GROUP = 20
@@ -92,3 +92,16 @@ class Command(BaseCommand):
                     "has this version: deploy it again or migrate them"))
             for run_id, reason in r.blocked:
                 self.stdout.write(f"  blocked {run_id}: {reason}")
+        self._patches()
+
+    def _patches(self) -> None:
+        """The patches unfinished runs still depend on (ctx.patched), and which old branches can go."""
+        uses = patch_uses()
+        if not uses:
+            return
+        self.stdout.write("patches asked by unfinished runs' current visits:")
+        for use in uses:
+            verdict = ("its old branch can be deleted" if not use.old_branch
+                       else f"keep its old branch: {use.old_branch} run(s) take it")
+            self.stdout.write(f"  {use.workflow} v{use.version} patch {use.patch!r}: {use.old_branch} run(s) on the "
+                              f"old branch, {use.new_branch} on the new; {verdict}")

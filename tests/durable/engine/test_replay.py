@@ -2,7 +2,7 @@ import pytest
 
 from durable.engine.errors import ReplayContractViolation
 from durable.engine.fingerprint import StepShape, topology_fingerprint
-from durable.engine.replay import Mismatch, RecordedCall, ReplayCursor, payload_difference
+from durable.engine.replay import Mismatch, RecordedCall, ReplayCursor, history_goes_past, payload_difference
 
 
 def test_recorded_calls_are_returned_in_order_then_live_calls_follow():
@@ -49,3 +49,17 @@ def test_fingerprint_changes_with_order_names_and_side_effects():
     assert topology_fingerprint(base) != topology_fingerprint(list(reversed(base)))
     assert topology_fingerprint(base) != topology_fingerprint([StepShape("plan"), StepShape("pay")])
     assert topology_fingerprint(base) != topology_fingerprint([StepShape("planner"), StepShape("pay", ("refund",))])
+
+
+def test_history_goes_past_a_point_an_earlier_execution_recorded_beyond():
+    fresh = ReplayCursor("notify", [])
+    assert not history_goes_past(fresh, set(), set(), 0)
+    assert history_goes_past(fresh, {"op-email"}, set(), 0)  # it sent an email this execution has not asked yet
+    fresh.prepared.add("op-email")
+    assert not history_goes_past(fresh, {"op-email"}, set(), 0)  # ...asked now: the patch point is past it
+    assert history_goes_past(fresh, set(), {1}, 0) and not history_goes_past(fresh, set(), {1}, 1)
+    assert history_goes_past(fresh, set(), set(), 0, parked_at=0)  # it parked on a wait at or after this point
+    recorded = ReplayCursor("notify", [RecordedCall(0, "llm", 1)])
+    assert history_goes_past(recorded, set(), set(), 0)
+    recorded.next_call("llm")
+    assert not history_goes_past(recorded, set(), set(), 0)
