@@ -99,3 +99,10 @@ def test_a_run_replays_up_to_where_its_record_ends_and_a_reply_s_event_is_answer
     (recorded,) = from_database(Run.objects.filter(id=run.id))
     report = replay_run(recorded)
     assert report.ok and report.visits == 2
+
+
+def test_an_export_that_is_not_one_is_refused_naming_the_line(tmp_path):
+    export = tmp_path / "runs.jsonl"
+    export.write_text('{"format": "durable-replay/1", "run_id": "x"}\n')
+    code, said = replay("--from", str(export))
+    assert code == 1 and "line 1:" in said

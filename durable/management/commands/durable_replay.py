@@ -53,8 +53,11 @@ class Command(BaseCommand):
     def _runs(options: dict[str, Any]) -> Any:
         if not options["source"]:
             return from_database(selected_runs(options))
-        with open(options["source"], encoding="utf-8") as export:
-            runs: list[RecordedRun] = list(read_export(export))
+        try:
+            with open(options["source"], encoding="utf-8") as export:
+                runs: list[RecordedRun] = list(read_export(export))
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--from {options['source']}: {exc}") from None
         wanted = set(options["run"])
         return [run for run in runs
                 if (not options["workflow"] or run.workflow == options["workflow"])
