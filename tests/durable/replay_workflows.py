@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from durable import Context, Workflow, register
+from durable import Context, OperationConflict, Workflow, register
 from durable.downstream import get_downstream
 from tests.durable.ledger_workflows import probe  # registers the probe downstream
 
@@ -36,6 +36,7 @@ def first_deploy() -> Iterator[None]:
 class TicketInput(BaseModel):
     ticket: str = "T-1"
     swallow_errors: bool = False  # the step catches every error around the email (as a tool loop might)
+    ask_twice: bool = False  # the "model" asks for the email again with another subject, in the same execution
 
 
 class TicketState(TicketInput):
@@ -63,6 +64,12 @@ def ask_customer(ctx: Context, state: TicketState) -> TicketState:
         if not state.swallow_errors:
             raise
         state.told.append(str(error))
+    if state.ask_twice:
+        try:
+            ctx.side_effect("send_email", business_key=f"{state.ticket}:ask", downstream=get_downstream("probe"),
+                            payload={**payload, "subject": "Re: " + payload["subject"]})
+        except OperationConflict as refused:  # told to the model as the tool's answer: not a code change
+            state.told.append(str(refused))
     reply = ctx.wait_for_event("reply", timeout=timedelta(days=3))
     state.reply = None if reply is None else reply.payload
     return state

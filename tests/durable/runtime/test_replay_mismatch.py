@@ -64,3 +64,12 @@ def test_a_step_that_swallows_the_mismatch_is_held_all_the_same():
     assert run.error["mismatch"]["new"] == {"subject": REWORDED_SUBJECT}
     assert run.checkpoint_seq == 0  # the visit's new state was not written
     assert len(probe.calls) == 1
+
+
+def test_the_same_email_asked_twice_in_one_execution_is_still_a_conflict_the_step_catches():
+    run = waiting_for_the_reply(ask_twice=True)  # asked again with "Re: ..." in the visit's first execution
+    run = reply(run)  # ...and in its second: the first ask matches its record, the second is the same conflict
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert len(probe.calls) == 1
+    # the state is the second execution's (the first one's was never checkpointed): told once, by the conflict
+    assert [told.endswith("a changed request needs a new business key") for told in run.output["told"]] == [True]
