@@ -200,7 +200,7 @@ def _per_step(workflows: Iterable[Workflow], what: str, messages: StepMessages) 
                          "(docs/operations.md#launch-checklist).",
                     obj=obj, id="durable.W005"))
                 continue
-            found += messages(step, source, obj)
+            found += messages(step, source.for_version(workflow.version), obj)
     return found
 
 
@@ -242,7 +242,10 @@ def _side_effect_messages(step: Step, source: StepSource, obj: str) -> list[Chec
                 f"The step performs {where} but declares {declared}: the run would fail there "
                 "(undeclared_side_effect).",
                 hint=f"Add {call.first!r} to the step's side_effects=[...]; the declared side effects are part "
-                     "of the topology fingerprint, so change them in a new workflow version.",
+                     "of the topology fingerprint, so change them in a new workflow version"
+                     + (" (ctx.patched changes code inside the graph, not the graph: a step shared by two versions "
+                        "performs the new side effect under `if ctx.workflow_version >= N:`)" if call.patches else "")
+                     + ".",
                 obj=obj, id="durable.E004"))
     return found
 

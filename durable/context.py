@@ -85,6 +85,16 @@ class Context(Protocol):
     def replayed_calls(self) -> int:
         """How many recorded activity results this visit has reused so far."""
 
+    def patched(self, name: str) -> bool:
+        """Whether this visit takes the code patch `name` added (docs/workflow-versions.md, "Patches").
+
+        True for a visit that reaches this point on code that has the patch; False for a visit that ran past this
+        point before, on code without it (a run that waited here since before the deploy), so it goes on as it
+        began. Answered once per visit and recorded in the journal: the visit run again, and `durable_replay`,
+        get the same answer. `if ctx.patched("new-subject"): ... else: ...` keeps both branches until
+        `durable_versions` shows no unfinished run depends on the old one.
+        """
+
     @overload
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T],
                  usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> T: ...

@@ -2,7 +2,9 @@
 
 A deploy pipeline runs `manage.py durable_versions --check` with the new code, before the new
 workers start: the same replay contract the executor applies at resume (invariant 7) is applied
-to every run that has not finished, without touching any of them.
+to every run that has not finished, without touching any of them; and each one's current visit is
+replayed on the new code (durable.replayer), so a change inside a step that would hold a run on a
+replay mismatch (a reworded email it already sent) is caught too.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from durable.engine.contract import Refusal, check_contract, upcast
 from durable.engine.states import TERMINAL
 from durable.models import Checkpoint, Run
 from durable.registry import UnknownWorkflow, WorkflowRegistry, registry
+from durable.replay_records import from_database
+from durable.replayer import RunReplay, replay_runs
 from durable.runtime.executor import run_contract
 from durable.workflow import Workflow
 
@@ -77,3 +81,35 @@ def blocked_runs(workflows: WorkflowRegistry = registry) -> Iterator[BlockedRun]
         if refusal is not None:
             yield BlockedRun(str(run.id), run.workflow_name, run.workflow_version, run.status, run.current_step,
                              refusal, covering_migration(run, workflows))
+
+
+def held_runs(workflows: WorkflowRegistry = registry) -> Iterator[RunReplay]:
+    """Every unfinished run whose current visit, replayed on the code registered in `workflows`, asks for something
+    else than it recorded: a worker would hold it (BLOCKED_VERSION, replay_violation) when it runs that visit again."""
+    unfinished = Run.objects.exclude(status__in=[s.value for s in TERMINAL]).order_by("created_at", "id")
+    for report in replay_runs(from_database(unfinished), workflows, current_visit_only=True):
+        if report.mismatches:
+            yield report
+
+
+@dataclass(frozen=True)
+class PatchUse:
+    """A patch the code asks in unfinished runs' current visits: how many take its old branch (False), its new."""
+
+    workflow: str
+    version: int
+    patch: str
+    old_branch: int
+    new_branch: int
+
+
+def patch_uses(workflows: WorkflowRegistry = registry) -> list[PatchUse]:
+    """The patches unfinished runs still depend on, from their current visits replayed on this code (recorded answers
+    first): a patch whose old branch no run takes can lose it (docs/workflow-versions.md, "Patches")."""
+    counts: dict[tuple[str, int, str], list[int]] = {}
+    unfinished = Run.objects.exclude(status__in=[s.value for s in TERMINAL]).order_by("created_at", "id")
+    for report in replay_runs(from_database(unfinished), workflows, current_visit_only=True):
+        for patch, taken in report.patches.items():
+            counts.setdefault((report.workflow, report.version, patch), [0, 0])[taken] += 1
+    return [PatchUse(workflow, version, patch, old, new)
+            for (workflow, version, patch), (old, new) in sorted(counts.items())]

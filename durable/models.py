@@ -195,6 +195,7 @@ class JournalEntry(models.Model):
         WAIT_ENDED = "wait_ended"  # a timer fired, an event was consumed, a deadline passed, children ended
         EVENT_RECEIVED = "event_received"  # an event arrived in the run's mailbox (who sent it)
         CHILD_STARTED = "child_started"  # ctx.start_child started (or found) a child run
+        PATCH = "patch"  # ctx.patched(name) answered for a visit (detail: patched true/false), so a replay answers the same
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal", db_index=False)  # journal_run_step
     kind = models.CharField(max_length=30, choices=Kind.choices)

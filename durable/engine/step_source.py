@@ -3,7 +3,9 @@
 The launch checks (durable/checks.py) use it to see, without running anything, whether every
 `ctx.side_effect(...)` names a business key that is the same on every re-execution, and
 whether every `ctx.request_approval(...)` declares its revalidation and expiry. It reads only
-the step function's body: calls made inside helper functions it calls are not seen.
+the step function's body: calls made inside helper functions it calls are not seen. It reads the guards a call
+sits under (`if ctx.workflow_version >= 2:`, `if ctx.patched("name"):`), so a step shared by several versions is
+checked, for each, on the calls that can run there.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 SIDE_EFFECT, REQUEST_APPROVAL = "side_effect", "request_approval"
@@ -40,6 +42,30 @@ class Suspect:
     line: int  # in the step's source file
 
 
+_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True)
+class Guard:
+    """An `if` a call sits under that durable can read: `ctx.workflow_version >= 2` or `ctx.patched("name")`, on the
+    branch the call is in (`holds` False: the else branch, or under `not`)."""
+
+    kind: str  # "version" or "patch"
+    holds: bool
+    op: str = ""  # a version guard's comparison, with the version on its left: ">=", "==", ...
+    value: int = 0  # ...and the number it compares with
+    patch: str = ""  # a patch guard's name
+
+    def allows_version(self, version: int) -> bool:
+        """Can the call run on `version`? A patch guard may go either way; a version guard is decided here."""
+        if self.kind != "version":
+            return True
+        outcome = {"==": version == self.value, "!=": version != self.value, "<": version < self.value,
+                   "<=": version <= self.value, ">": version > self.value, ">=": version >= self.value}[self.op]
+        return outcome == self.holds
+
+
 @dataclass(frozen=True)
 class Call:
     """One `*.side_effect(...)` or `*.request_approval(...)` call in a step's body."""
@@ -51,6 +77,15 @@ class Call:
     first: str | None  # the first positional argument when it is a string literal (action or kind)
     unstable: tuple[str, ...]  # random or time-based calls that certainly feed `business_key`
     suspects: tuple[Suspect, ...] = ()  # calls that may feed it, on some path only (when none is certain)
+    guards: tuple[Guard, ...] = ()  # the version and patch guards it sits under, outermost first
+
+    def allows_version(self, version: int) -> bool:
+        return all(guard.allows_version(version) for guard in self.guards)
+
+    @property
+    def patches(self) -> tuple[str, ...]:
+        """The patches whose new branch the call is on (`if ctx.patched("name"):`)."""
+        return tuple(guard.patch for guard in self.guards if guard.kind == "patch" and guard.holds)
 
     def passes(self, name: str) -> bool:
         """Is `name` passed by name, and not as a literal None?"""
@@ -66,6 +101,11 @@ class StepSource:
     def of_kind(self, kind: str) -> list[Call]:
         return [call for call in self.calls if call.kind == kind]
 
+    def for_version(self, version: int) -> StepSource:
+        """The calls that can run on `version`: one under `if ctx.workflow_version >= 2:` is not checked against v1,
+        so versions can share a step's code (docs/workflow-versions.md, "Patches")."""
+        return StepSource(self.filename, tuple(call for call in self.calls if call.allows_version(version)))
+
 
 def read_step(fn: Callable[..., Any]) -> StepSource:
     """Parse a step function and find its side-effect and approval calls."""
@@ -80,9 +120,60 @@ def read_step(fn: Callable[..., Any]) -> StepSource:
         raise SourceUnavailable("no function definition found in its source")
     bindings = _bindings(body)
     offset = max(first_line, 1) - 1
-    calls = tuple(_call(node, bindings, offset) for node in ast.walk(body)
+    guards = _guards(body)
+    calls = tuple(replace(_call(node, bindings, offset), guards=guards.get(id(node), ())) for node in ast.walk(body)
                   if isinstance(node, ast.Call) and _method(node) in (SIDE_EFFECT, REQUEST_APPROVAL))
     return StepSource(filename, calls)
+
+
+def _guards(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int, tuple[Guard, ...]]:
+    """For each node under an `if` that tests the workflow version or a patch, those guards (by the node's id)."""
+    found: dict[int, tuple[Guard, ...]] = {}
+
+    def visit(node: ast.AST, above: tuple[Guard, ...]) -> None:
+        if isinstance(node, ast.If):
+            guard = _guard(node.test)
+            visit(node.test, above)
+            for branch, holds in ((node.body, True), (node.orelse, False)):
+                inside = above + ((replace(guard, holds=guard.holds == holds),) if guard else ())
+                for statement in branch:
+                    visit(statement, inside)
+            return
+        if above:
+            found[id(node)] = above
+        for child in ast.iter_child_nodes(node):
+            visit(child, above)
+
+    for statement in fn.body:
+        visit(statement, ())
+    return found
+
+
+def _guard(test: ast.expr) -> Guard | None:
+    """`ctx.workflow_version >= 2`, `2 <= ctx.workflow_version`, `ctx.patched("name")`, or `not` one of them."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _guard(test.operand)
+        return replace(inner, holds=not inner.holds) if inner else None
+    if isinstance(test, ast.Call) and _method(test) == "patched" and test.args:
+        name = test.args[0]
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            return Guard("patch", True, patch=name.value)
+        return None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
+        op, left, right = _COMPARE[type(test.ops[0])], test.left, test.comparators[0]
+        if _is_version(right) and _is_number(left):
+            op, left, right = _FLIPPED[op], right, left
+        if _is_version(left) and _is_number(right):
+            return Guard("version", True, op=op, value=right.value)  # type: ignore[attr-defined]  # a Constant int
+    return None
+
+
+def _is_version(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "workflow_version"
+
+
+def _is_number(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 def dotted_name(node: ast.expr) -> str:

@@ -21,7 +21,7 @@ from durable.engine.costs import UsageOf
 from durable.engine.errors import WrongThread
 from durable.engine.waits import ChildRun, Event
 from durable.models import Checkpoint
-from durable.runtime import limits, parallel, side_effects, waits
+from durable.runtime import limits, parallel, patches, side_effects, waits
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.runtime.visit import Visit
@@ -44,6 +44,7 @@ class StepContext:
         self._thread = threading.get_ident()  # the step's thread: calls are numbered on it, in the order made
         self._approvals_asked = 0  # position of the next request_approval in this visit, less one
         self._visit_number: int | None = None
+        self._patches: dict[str, bool] = {}  # the visit's patch answers (durable/runtime/patches.py)
 
     @property
     def visit_number(self) -> int:
@@ -56,6 +57,10 @@ class StepContext:
     @property
     def replayed_calls(self) -> int:
         return self._visit.cursor.reused
+
+    def patched(self, name: str) -> bool:
+        self._on_step_thread("patched")
+        return patches.patched(self._visit, name, self._patches, self._approvals_asked)
 
     def activity(self, name: str, fn: Callable[..., Any], *args: Any, returns: type[T] | None = None,
                  usage: UsageOf | None = None, limit: str | None = None, **kwargs: Any) -> Any:

@@ -24,7 +24,7 @@ from durable.engine.errors import (
     classify,
     refuse_unstorable,
 )
-from durable.engine.replay import RecordedCall, ReplayCursor
+from durable.engine.replay import Mismatch, RecordedCall, ReplayCursor, ReplayMismatch
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
@@ -110,6 +110,21 @@ def block(store: RunStore, lease: Lease, run: Run, step: str, refusal: Refusal,
     log.warning("run blocked on its version: %s", refusal.message)
 
 
+def hold_on_mismatch(store: RunStore, lease: Lease, run: Run, step: str, mismatch: Mismatch | None,
+                     message: str) -> None:
+    """A re-executed visit asked for something else than it recorded: the run is held in BLOCKED_VERSION with the
+    difference shown, never failed. Nothing was sent; once the code asks what it recorded again (fixed, or the
+    change guarded by ctx.patched), an operator's resume (BLOCKED_VERSION -> PENDING) takes it on from that visit.
+    BLOCKED_VERSION rather than NEEDS_ATTENTION: the cause is the code the worker runs, not an operation of unknown
+    outcome, and the remedy is a deploy, as for every other refusal of the replay contract."""
+    reason: dict[str, Any] = {"kind": "replay_violation", "message": mismatch.message if mismatch else message}
+    if mismatch is not None:
+        reason["mismatch"] = mismatch.as_json()
+    store.block(lease, step, JournalEntry.Kind.REPLAY_VIOLATION, reason)
+    metrics.run_blocked(run.workflow_name, run.workflow_version, "replay_violation")
+    log.warning("run held on a replay mismatch: %s", reason["message"])
+
+
 def _restore(store: RunStore, lease: Lease, run: Run, workflow: Workflow) -> tuple[BaseModel, str] | None:
     """The state at the newest checkpoint and the step to run next, or None when it cannot be read back."""
     point = store.resume_point(lease)
@@ -153,15 +168,18 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             return AdvanceOutcome(claimed=True, steps=done)
         with logs.bound(step=step_name, attempt=attempt):
             step = workflow.get_step(step_name)
+            cursor = ReplayCursor(step_name, recorded, lease.seq)
             ctx = StepContext(Visit(
                 run_id=run.id, business_key=run.business_key, workflow_name=workflow.name,
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
-                cursor=ReplayCursor(step_name, recorded), declared_side_effects=step.side_effects,
+                cursor=cursor, declared_side_effects=step.side_effects,
                 woke_from=woke_from, meter=meter, priority=run.priority, run_input=run.input,
             ))
             recorded, woke_from = [], None  # the next visit starts from a checkpoint written below: a new visit
             try:
                 state, next_step = _execute_step(workflow, step, ctx, state)
+                if cursor.mismatch is not None:  # the step caught its replay mismatch and went on: held all the same
+                    raise ReplayMismatch(cursor.mismatch)
                 state_json, output = _what_to_write(workflow, step_name, state, last=next_step is None)
             except LeaseLost:
                 raise
@@ -171,8 +189,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                 costs.stop(store, lease, workflow.name, workflow.version, step_name, exc)
                 return AdvanceOutcome(claimed=True, steps=done)
             except ReplayContractViolation as exc:
-                block(store, lease, run, step_name, Refusal("replay_violation", str(exc)),
-                      JournalEntry.Kind.REPLAY_VIOLATION)
+                hold_on_mismatch(store, lease, run, step_name, cursor.mismatch, str(exc))
                 return AdvanceOutcome(claimed=True, steps=done)
             except NeedsAttention as exc:
                 store.needs_attention(lease, step_name, {"kind": UNKNOWN_SIDE_EFFECT, "message": str(exc),
@@ -180,6 +197,9 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                 log.warning("run needs attention: %s", exc)
                 return AdvanceOutcome(claimed=True, steps=done)
             except Exception as exc:  # classified below: the one retry owner is this layer
+                if cursor.mismatch is not None:  # a replay mismatch the step turned into another error
+                    hold_on_mismatch(store, lease, run, step_name, cursor.mismatch, str(exc))
+                    return AdvanceOutcome(claimed=True, steps=done)
                 return _handle_step_error(store, lease, workflow, step_name, attempt, exc, done)
             done += 1
             if next_step is None:

@@ -6,7 +6,8 @@ docs/invariants.md; the ledger in docs/ledger-and-reconciliation.md):
 1. Prepare: the action checked against the step's declared side effects and the payload as storable, then
    the operation id, sha256("run_id:action:business_key")[:32] (the ledger's key and the
    downstream's Idempotency-Key), the request hash, and the ledger row, PENDING. Nothing is sent. The
-   same id asked with another request is refused.
+   same id asked with another request is refused: an OperationConflict the step may catch, or, when the visit
+   that prepared it runs again on changed code, a replay mismatch that holds the run (docs/replay-contract.md).
 2. Re-enter: the row's status says what this call does. SUCCEEDED returns the recorded result (a
    duplicate prevented); FAILED_FINAL fails the step; UNKNOWN waits for an operator; STARTED, the crash
    window, is reconciled (durable/runtime/reconciler.py), never blindly sent again; PENDING and
@@ -39,6 +40,7 @@ from durable.engine.errors import (
 from durable.engine.ids import operation_id, request_hash
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.ledger import Reentry, after_failed_call, on_reentry
+from durable.engine.replay import Mismatch, ReplayMismatch, payload_difference
 from durable.models import SideEffect
 from durable.runtime import ledger
 from durable.runtime.fault_points import AFTER_COMMIT, AFTER_DOWNSTREAM, AFTER_PREPARE, AFTER_STARTED, fault_point
@@ -78,8 +80,11 @@ def begin(visit: Visit, *, action: str, business_key: str, downstream: Downstrea
     ctx.parallel begins each of its side effects on the step's thread, then starts and sends them at once.
     """
     payload = _checked(visit, action, business_key, payload)
-    row = prepare(visit.store, visit.lease, step=visit.step, action=action, business_key=business_key,
-                  downstream=downstream.name, payload=payload)
+    try:
+        row = prepare(visit.store, visit.lease, step=visit.step, action=action, business_key=business_key,
+                      downstream=downstream.name, payload=payload, asked_in_visit=visit.cursor.prepared)
+    except ReplayMismatch as changed:  # kept on the visit: a step that catches it is held all the same
+        raise visit.cursor.mismatched(changed.mismatch) from None
     with logs.bound(operation_id=row.operation_id):
         fault_point(AFTER_PREPARE, operation_id=row.operation_id, action=action)
         return _reenter(visit.store, visit.lease, row, downstream)
@@ -103,8 +108,13 @@ def _checked(visit: Visit, action: str, business_key: str, payload: dict[str, An
 # -- 1. Prepare ------------------------------------------------------------------------------------------------
 
 def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,
-            payload: dict[str, Any]) -> SideEffect:
-    """The id, the request hash and the ledger row (created PENDING, or found as an earlier attempt left it)."""
+            payload: dict[str, Any], asked_in_visit: set[str] | None = None) -> SideEffect:
+    """The id, the request hash and the ledger row (created PENDING, or found as an earlier attempt left it).
+
+    `asked_in_visit`: the operations this execution of the visit prepared so far (it adds this one). A row this
+    visit prepared in an earlier execution, asked now with another request, is a replay mismatch; asked again
+    within one execution (a model asking twice) or by another visit (a loop), an OperationConflict the step may
+    catch."""
     op_id = operation_id(str(lease.run_id), action, business_key)
     req_hash = request_hash(payload)
     row, created = store.prepare_operation(lease, {
@@ -112,11 +122,24 @@ def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_k
         "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
     })
     if not created and row.request_hash != req_hash:
+        if asked_in_visit is not None and op_id not in asked_in_visit and (row.visit, row.step) == (lease.seq, step):
+            raise _replay_mismatch(row, payload)
         raise OperationConflict(
             f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
             f"and is now asked with {req_hash}; a changed request needs a new business key"
         )
+    if asked_in_visit is not None:
+        asked_in_visit.add(op_id)
     return row
+
+
+def _replay_mismatch(row: SideEffect, payload: dict[str, Any]) -> ReplayMismatch:
+    """This very visit prepared the operation before with another request: it ran again on changed code (or code
+    that is not deterministic). Not a conflict the step may catch and go on from: the run is held on its version
+    with the difference shown, and goes on once the code asks what it recorded (docs/replay-contract.md)."""
+    recorded, new = payload_difference(row.payload, payload)
+    return ReplayMismatch(Mismatch(row.step, row.visit or 0, "side_effect",
+                                   f"side effect {row.action_name!r} for {row.business_key}", recorded, new))
 
 
 # -- 2. Re-enter: what the row's status says (invariant 3) -----------------------------------------------------

@@ -187,6 +187,32 @@ def test_a_side_effect_the_step_does_not_declare_is_an_error():
     assert "side_effects=[...]" in error.hint
 
 
+def sms_from_v2(ctx: Any, state: State) -> State:
+    state.refund = ctx.side_effect("refund", business_key=state.order_id, downstream=payments, payload={})
+    if ctx.workflow_version >= 2:  # one step's code, registered on v1 (no sms) and v2 (declares it)
+        ctx.side_effect("sms", business_key=state.order_id, downstream=payments, payload={})
+    return state
+
+
+def sms_behind_a_patch(ctx: Any, state: State) -> State:
+    if ctx.patched("sms-notice"):
+        ctx.side_effect("sms", business_key=state.order_id, downstream=payments, payload={})
+    return state
+
+
+def test_a_step_shared_by_two_versions_is_checked_on_the_calls_each_version_can_run():
+    assert check_side_effect_keys([workflow(sms_from_v2, version=1),
+                                   workflow(sms_from_v2, version=2, side_effects=("refund", "sms"))]) == []
+    [error] = check_side_effect_keys([workflow(sms_from_v2, version=2)])
+    assert error.id == "durable.E004" and "'sms'" in error.msg
+
+
+def test_a_new_side_effect_behind_a_patch_must_still_be_declared_and_the_hint_says_how_to_share_the_step():
+    [error] = check_side_effect_keys([workflow(sms_behind_a_patch)])
+    assert error.id == "durable.E004" and "ctx.workflow_version >= N" in error.hint
+    assert check_side_effect_keys([workflow(sms_behind_a_patch, side_effects=("sms",))]) == []
+
+
 def test_a_step_whose_source_cannot_be_read_is_a_warning():
     wf = workflow()
     wf.step(functools.partial(keyed_by_order), name="partial")

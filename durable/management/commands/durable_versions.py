@@ -1,8 +1,8 @@
 """In-flight runs per workflow version, what can be retired, and what is blocked and why.
 
 With --check it is the deploy gate: run with the new code before its workers start, it exits 1
-listing the unfinished runs that code would block (durable.deploy_gate), and 0 when every one
-of them can resume.
+listing the unfinished runs that code would block (durable.deploy_gate), or hold on a replay
+mismatch (their current visit replayed on it: durable.replayer), and 0 when every one of them can resume.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durable.deploy_gate import BlockedRun, blocked_runs
+from durable.deploy_gate import BlockedRun, blocked_runs, held_runs, patch_uses
 from durable.versions import version_reports
 
 SHOWN_PER_GROUP = 20
@@ -38,6 +38,10 @@ class Command(BaseCommand):
         groups: dict[tuple[str, int], list[BlockedRun]] = defaultdict(list)
         for blocked in blocked_runs():
             groups[(blocked.workflow, blocked.version)].append(blocked)
+        held = self._held()
+        if not groups and held:
+            raise CommandError(f"deploy gate: {held} unfinished run(s) would be held on a replay mismatch by this code; "
+                               "restore what they recorded or guard the change with ctx.patched(...)", returncode=1)
         if not groups:
             self.stdout.write(self.style.SUCCESS("deploy gate: every unfinished run can resume on this code"))
             return
@@ -52,14 +56,28 @@ class Command(BaseCommand):
                 self.stdout.write(f"  ... and {len(runs) - SHOWN_PER_GROUP} more")
             uncovered += sum(1 for blocked in runs if blocked.migration is None)
         total = sum(len(runs) for runs in groups.values())
-        if allow_migratable and not uncovered:
+        if allow_migratable and not uncovered and not held:
             self.stdout.write(self.style.WARNING(
                 f"deploy gate: {total} run(s) would be blocked, each covered by a registered migration; "
                 "migrate them after the deploy (console or POST /api/runs/migrate-blocked/)"))
             return
+        also_held = f", and {held} would be held on a replay mismatch" if held else ""
         raise CommandError(f"deploy gate: {total} unfinished run(s) would be blocked by this code "
-                           f"({uncovered} with no registered migration). Keep the versions they are pinned to "
+                           f"({uncovered} with no registered migration){also_held}. Keep the versions they are pinned to "
                            "registered, or register a migration, before deploying.", returncode=1)
+
+    def _held(self) -> int:
+        """The unfinished runs whose current visit this code would hold on a replay mismatch, listed; how many."""
+        held = 0
+        for report in held_runs():
+            held += 1
+            if held <= SHOWN_PER_GROUP:
+                for mismatch in report.mismatches:
+                    self.stdout.write(self.style.ERROR(
+                        f"{report.workflow} v{report.version}: run {report.run_id} would be held: {mismatch.message}"))
+        if held > SHOWN_PER_GROUP:
+            self.stdout.write(f"  ... and {held - SHOWN_PER_GROUP} more held")
+        return held
 
     def _report(self) -> None:
         self.stdout.write(f"{'workflow':<24} {'version':>7} {'registered':<10} {'in flight':>9}  retire?  by status")
@@ -74,3 +92,16 @@ class Command(BaseCommand):
                     "has this version: deploy it again or migrate them"))
             for run_id, reason in r.blocked:
                 self.stdout.write(f"  blocked {run_id}: {reason}")
+        self._patches()
+
+    def _patches(self) -> None:
+        """The patches unfinished runs still depend on (ctx.patched), and which old branches can go."""
+        uses = patch_uses()
+        if not uses:
+            return
+        self.stdout.write("patches asked by unfinished runs' current visits:")
+        for use in uses:
+            verdict = ("its old branch can be deleted" if not use.old_branch
+                       else f"keep its old branch: {use.old_branch} run(s) take it")
+            self.stdout.write(f"  {use.workflow} v{use.version} patch {use.patch!r}: {use.old_branch} run(s) on the "
+                              f"old branch, {use.new_branch} on the new; {verdict}")

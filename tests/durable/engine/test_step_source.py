@@ -215,3 +215,41 @@ def test_a_key_the_clock_reaches_on_some_path_is_a_suspect_with_its_line(step, c
     call = key_of(step)
     assert call.unstable == ()
     assert [(s.call, s.line) for s in call.suspects] == [(culprit, line_of(step, text))]
+
+
+# -- guards: a step shared by versions, a change behind a patch ----------------------
+
+
+def notice_from_v2(ctx: Any, state: Any) -> Any:
+    ctx.side_effect("email", business_key=state.order_id, downstream=payments, payload={})
+    if ctx.workflow_version >= 2:
+        ctx.side_effect("sms", business_key=state.order_id, downstream=payments, payload={})
+    if 2 > ctx.workflow_version:
+        ctx.side_effect("letter", business_key=state.order_id, downstream=payments, payload={})
+    return state
+
+
+def subject_behind_a_patch(ctx: Any, state: Any) -> Any:
+    if not ctx.patched("friendlier-subject"):
+        subject = "About your refund"
+    else:
+        subject = "Your refund is on its way"
+        ctx.side_effect("email", business_key=state.order_id, downstream=payments, payload={"subject": subject})
+    return state
+
+
+def actions_on(step: Any, version: int) -> list[str | None]:
+    return [call.first for call in read_step(step).for_version(version).of_kind(SIDE_EFFECT)]
+
+
+def test_a_version_guard_keeps_a_call_to_the_versions_it_allows():
+    assert actions_on(notice_from_v2, 1) == ["email", "letter"]
+    assert actions_on(notice_from_v2, 2) == ["email", "sms"]
+    sms = read_step(notice_from_v2).of_kind(SIDE_EFFECT)[1]
+    assert [(g.kind, g.op, g.value, g.holds) for g in sms.guards] == [("version", ">=", 2, True)]
+
+
+def test_a_patch_guard_leaves_the_call_on_every_version_and_names_the_patch_on_its_new_branch():
+    [call] = read_step(subject_behind_a_patch).of_kind(SIDE_EFFECT)
+    assert [(g.kind, g.patch, g.holds) for g in call.guards] == [("patch", "friendlier-subject", True)]
+    assert call.patches == ("friendlier-subject",) and call.allows_version(1) and call.allows_version(7)
