@@ -21,7 +21,13 @@ from durable.context import Call, Context, Effect
 from durable.downstream import Downstream
 from durable.engine.contract import Refusal, upcast
 from durable.engine.costs import UsageOf
-from durable.engine.errors import ChildRunFailed, NonRetryableError, OperationConflict
+from durable.engine.errors import (
+    ApprovalRejected,
+    ChildKeyTaken,
+    ChildRunFailed,
+    NonRetryableError,
+    OperationConflict,
+)
 from durable.engine.ids import operation_id, request_hash
 from durable.engine.replay import Mismatch, ReplayCursor, ReplayMismatch, history_goes_past, payload_difference
 from durable.engine.waits import ChildRun, Event
@@ -237,7 +243,7 @@ class ReplayContext:
                     "snapshot_hash": asked["snapshot_hash"], "object_hash": asked["object_hash"],
                     "decided_at": asked["decided_at"]}
         if asked["status"] == "REJECTED":
-            raise NonRetryableError(f"{kind} was rejected: {asked['reason']}", kind="approval_rejected")
+            raise ApprovalRejected(f"{kind} was rejected: {asked['reason']}")
         raise EndOfRecord(f"{where} is {asked['status']}")
 
     def sleep(self, duration: timedelta) -> None:
@@ -251,7 +257,10 @@ class ReplayContext:
         return Event.from_json(result["event"]) if "event" in result else None
 
     def start_child(self, workflow: str, *, input: dict[str, Any], business_key: str) -> ChildRun:
-        return ChildRun(**self._answer(START_CHILD))
+        result = self._answer(START_CHILD)
+        if "refused" in result:  # the key was taken: the same refusal, as the worker answers it (runtime/waits.py)
+            raise ChildKeyTaken(workflow, business_key, result.get("holder"), result["refused"])
+        return ChildRun(**result)
 
     def wait_child(self, child: ChildRun) -> Any:
         return self.wait_children([child])[0]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durable', '0025_limits'),
+        ('durable', '0026_authors_webhook_role'),
     ]
 
     operations = [
