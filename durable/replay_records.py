@@ -166,7 +166,18 @@ def _approvals(run: Run) -> list[dict[str, Any]]:
                      "object": request.approval_object, "object_hash": request.object_hash,
                      "status": request.status, "reason": request.reason, "approved_by": approvers,
                      "decided_at": request.decided_at.isoformat() if request.decided_at else None})
-    return rows
+    return rows + _refused_on_their_facts(run)
+
+
+def _refused_on_their_facts(run: Run) -> list[dict[str, Any]]:
+    """Requests refused before anyone was asked (their preconditions failed): the journal's, as approvals/gate.py
+    wrote them; replayed as the same refusal."""
+    entries = JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.APPROVAL,
+                                          detail__event="precondition failed")
+    details = [(e.step, e.visit, e.detail or {}) for e in entries]
+    return [{"id": "", "step": step, "visit": visit, "position": detail.get("position"), "ask": 0,
+             "kind": detail.get("kind"), "status": "PRECONDITION_FAILED",
+             "problems": list(detail.get("problems") or ())} for step, visit, detail in details]
 
 
 def _patches(run: Run) -> list[dict[str, Any]]:

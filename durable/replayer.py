@@ -22,6 +22,7 @@ from durable.downstream import Downstream
 from durable.engine.contract import Refusal, upcast
 from durable.engine.costs import UsageOf
 from durable.engine.errors import (
+    ApprovalPreconditionFailed,
     ApprovalRejected,
     ChildKeyTaken,
     ChildRunFailed,
@@ -232,6 +233,11 @@ class ReplayContext:
         asked = self._run.approval(self.step, self.visit, self._approvals_asked)
         if asked is None:
             self._end(where, "nothing recorded", kind)
+        if asked["status"] == "PRECONDITION_FAILED":  # refused on its facts before anyone was asked: the same again
+            if asked["kind"] != kind:
+                raise self.cursor.mismatched(Mismatch(self.step, self.visit, "approval", where,
+                                                      {"kind": asked["kind"]}, {"kind": kind}))
+            raise ApprovalPreconditionFailed(kind, tuple(asked["problems"]))
         new = to_json(approve(asked["snapshot"]) if callable(approve) else approve)
         if asked["kind"] != kind or asked["object"] != new:
             recorded_object, new_object = payload_difference(asked["object"], new)

@@ -10,6 +10,8 @@ from durable import ChildKeyTaken, ChildRunFailed, send_event, services
 from durable.engine.errors import ApprovalNotGranted, ApprovalPreconditionFailed, NonRetryableError, classify
 from durable.engine.states import RunStatus
 from durable.models import Run
+from durable.replay_records import from_database
+from durable.replayer import RunReplay, replay_run
 from tests.durable.claims import advance, make_retry_due
 
 pytestmark = pytest.mark.django_db
@@ -19,6 +21,10 @@ def start(workflow: str, tmp_path, key: str = "A-1", **given) -> Run:
     run, _ = services.start_run(workflow=workflow, input={"marker": str(tmp_path / "marker"), **given},
                                 business_key=key)
     return run
+
+
+def replayed(run: Run) -> RunReplay:
+    return replay_run(next(from_database(Run.objects.filter(id=run.id))))
 
 
 def retried(run: Run) -> Run:
@@ -37,6 +43,7 @@ def test_a_precondition_failing_when_the_approval_is_asked_is_the_steps_to_answe
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.checkpoints.order_by("-seq").first().state["answer"] == "refused: the order is already refunded"
     assert not ApprovalRequest.objects.filter(run=run).exists()  # nobody was asked
+    assert replayed(run).ok, replayed(run)  # durable_replay answers it as the worker did: no false difference
 
 
 def test_a_failed_precondition_is_an_approval_not_granted_and_not_retryable():
@@ -55,6 +62,7 @@ def test_a_child_key_another_run_holds_is_a_child_run_failed_the_step_may_catch_
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.checkpoints.order_by("-seq").first().state["answer"] == f"taken by {holder.id}"
     assert not Run.objects.filter(parent_run=run).exists()
+    assert replayed(run).ok, replayed(run)
 
 
 def test_a_child_key_taken_is_named_and_classified_as_the_docs_say():
