@@ -27,6 +27,9 @@
       while (list.children.length > KEEP_EVENTS) list.lastElementChild.remove();
     }
 
+    source.onopen = function () {
+      if (!received) state.textContent = "Following: nothing published yet.";
+    };
     for (const kind of ["text", "progress", "data"]) source.addEventListener(kind, chunk);
     source.onmessage = chunk; // an event without a name
     source.addEventListener("end", function (event) {
