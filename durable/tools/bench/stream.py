@@ -2,19 +2,19 @@
 worker, a real gunicorn web process and real HTTP clients.
 
 N runs of `bench-stream` each publish CHUNKS chunks, one every EVERY seconds, stamped with the wall clock just
-before `ctx.stream` (same machine, same clock). N client threads each follow one run at `GET /api/runs/{id}/stream/`
+before `ctx.stream` (same machine, same clock). N clients each follow one run at `GET /api/runs/{id}/stream/`
 with an API token, connected while the runs are still PENDING (no worker yet), so every chunk is received live; the
 worker starts once all are connected. Each client notes its receipt time per chunk; the report is the latency's
 median, 99th percentile and maximum, and how many chunks were received of those published (none may be missing).
 The web process runs gunicorn's threaded worker with a thread per client and some to spare (docs/operations.md,
-"Streams").
+"Streams"); the clients are one thread reading every socket as it becomes readable.
 """
 from __future__ import annotations
 
-import http.client
 import json
+import selectors
+import socket
 import statistics
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,35 +78,53 @@ class Follower:
 
     run_id: str
     latencies: list[float] = field(default_factory=list)
-    connected: threading.Event = field(default_factory=threading.Event)
     error: str = ""
+    buffer: bytes = b""
+    event: str = ""
+    ended: bool = False
+
+    def read(self, received: bytes, at: float) -> None:
+        """Take what arrived at `at`: each complete line, a chunk's latency noted as its data line comes."""
+        self.buffer += received
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            text = line.decode()
+            if text.startswith("HTTP/1.") and " 200 " not in text:
+                self.error, self.ended = text, True
+            elif text.startswith("event: "):
+                self.event = text[7:]
+            elif text.startswith("data: ") and self.event == "bench":
+                self.latencies.append(at - json.loads(text[6:])["data"]["t"])
+            elif text.startswith("data: ") and self.event == "end":
+                self.ended = True
 
 
-def follow(web: WebProcess, token: str, follower: Follower) -> None:
-    """Read the run's stream until its end event, noting each chunk's latency on receipt."""
-    connection = http.client.HTTPConnection(web.host, web.port, timeout=120)
-    try:
-        connection.request("GET", f"/api/runs/{follower.run_id}/stream/",
-                           headers={"Authorization": f"Token {token}", "Accept": "text/event-stream"})
-        response = connection.getresponse()
-        if response.status != 200:
-            follower.error = f"HTTP {response.status}"
-            return
-        event = ""
-        while line := response.fp.readline():
-            follower.connected.set()  # the first line is the retry line: the stream is open
-            text = line.decode().rstrip("\n")
-            if text.startswith("event: "):
-                event = text[7:]
-            elif text.startswith("data: ") and event == "bench":
-                follower.latencies.append(time.time() - json.loads(text[6:])["data"]["t"])
-            elif text.startswith("data: ") and event == "end":
-                return
-    except OSError as exc:
-        follower.error = str(exc)
-    finally:
-        follower.connected.set()
-        connection.close()
+def connect(web: WebProcess, token: str, follower: Follower) -> socket.socket:
+    """Open the follower's stream; its answer is read by `follow_all`."""
+    sock = socket.create_connection((web.host, web.port), timeout=60)
+    sock.sendall((f"GET /api/runs/{follower.run_id}/stream/ HTTP/1.0\r\nHost: {web.host}\r\n"
+                  f"Authorization: Token {token}\r\nAccept: text/event-stream\r\n\r\n").encode())
+    sock.recv(1)  # the status line's first byte: the stream is open, the follower registered
+    follower.buffer = b"H"
+    sock.setblocking(False)
+    return sock
+
+
+def follow_all(sockets: dict[socket.socket, Follower], timeout: float) -> None:
+    """One thread reads every stream as it comes (no client competes with another for the interpreter), stamping
+    each receipt, until every stream has ended."""
+    with selectors.DefaultSelector() as selector:
+        for sock, follower in sockets.items():
+            selector.register(sock, selectors.EVENT_READ, data=(sock, follower))
+        deadline = time.monotonic() + timeout
+        while selector.get_map() and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=1.0):
+                sock, follower = key.data
+                received = sock.recv(65536)
+                follower.read(received, time.time())
+                if follower.ended or not received:
+                    selector.unregister(sock)
+                    sock.close()
 
 
 @dataclass(frozen=True)
@@ -143,15 +161,10 @@ def measure(runs: int, logs: Path, chunks: int = CHUNKS, every: float = EVERY) -
     web = ThreadedWebProcess(threads=runs + SPARE_THREADS, env=env, log_path=logs / "bench-stream-web.log").start()
     worker = WorkerProcess(pool=None, env=env, log_path=logs / "bench-stream-worker.log", name="bench-stream")
     followers = [Follower(str(run.id)) for run in started]
-    threads = [threading.Thread(target=follow, args=(web, token, f), daemon=True) for f in followers]
     try:
-        for thread in threads:
-            thread.start()
-        for f in followers:
-            f.connected.wait(60)
+        sockets = {connect(web, token, f): f for f in followers}
         worker.start()
-        for thread in threads:
-            thread.join(600)
+        follow_all(sockets, timeout=600)
     finally:
         worker.stop()
         web.stop()
