@@ -32,6 +32,10 @@ class DurableConfig(AppConfig):
         timezones.connect()
         notifications.connect()
         security.connect()
+        from durable.runtime import stream
+        from durable.runtime.sweeper import SweepTask, add_to_sweep
+
+        add_to_sweep("streams", SweepTask(order=30, run=stream.prune, done="deleted {} stream chunk(s) past retention"))
         if apps.is_installed("axes"):  # a host that has not added it yet gets durable.W030, not an ImportError
             from durable import lockout
 

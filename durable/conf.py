@@ -167,6 +167,18 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_LIMIT_SPIN_SECONDS": Setting(0.25, "seconds", "A call whose limit frees room within this many seconds "
                                           "(a rate's window slides) waits in its thread and tries again; a longer "
                                           "wait parks its run. 0: always park."),
+    # A run's stream (docs/operations.md, "Streams"): what steps publish with ctx.stream, followed over SSE.
+    "DURABLE_STREAM_RETENTION_SECONDS": Setting(3600.0, "seconds", "How long what steps publish (`ctx.stream`) is "
+                                                "kept: a follower reconnecting with Last-Event-ID within it misses "
+                                                "nothing; the sweeper deletes older chunks."),
+    "DURABLE_STREAM_MAX_SECONDS": Setting(300.0, "seconds", "The longest one `GET /api/runs/{id}/stream/` "
+                                          "response lasts: it holds a web worker thread meanwhile, then ends and "
+                                          "the client reconnects with Last-Event-ID (an EventSource does so itself)."),
+    "DURABLE_STREAM_KEEPALIVE_SECONDS": Setting(15.0, "seconds", "How often an idle stream sends a comment, so "
+                                                "proxies keep it open and a gone client is noticed."),
+    "DURABLE_STREAM_POLL_SECONDS": Setting(0.02, "seconds", "How often a web process reads the chunks published "
+                                           "for the runs its clients follow: one query per process for all of them, "
+                                           "only while some client follows."),
     # What model calls cost (docs/workflows.md, "Model calls and budgets").
     "DURABLE_LLM_PRICES": Setting({}, "prices", "Each model's price per million input and output tokens, as "
                                   "decimal strings: `{\"gpt-4o-mini\": {\"input\": \"0.15\", \"output\": "

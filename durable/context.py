@@ -157,6 +157,14 @@ class Context(Protocol):
         may catch it and answer with it), `ApprovalExpired` or `ApprovalInvalidated` (with "fail").
         """
 
+    def stream(self, data: Any, *, kind: str | None = None) -> None:
+        """Publish `data` (any JSON: a text delta, a progress report) to the run's followers at once.
+
+        Followers read it at `GET /api/runs/{id}/stream/` (Server-Sent Events) and on the console's run page, as an
+        event named `kind` (default: `text` for a string, `data` otherwise). It is not recorded for replay: a step run
+        again after a crash streams again. Any thread of the step may publish (docs/workflows.md, "Streaming").
+        """
+
     # Waits: the run is parked, released, until the wait ends; the visit then runs again from its start and each
     # wait returns what it recorded. See docs/workflows.md, "Timers, events and child runs".
 

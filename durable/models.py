@@ -603,3 +603,28 @@ class LimitUse(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["limit", "key", "started_at"], name="limit_use_window")]
+
+
+class StreamChunk(models.Model):
+    """What a step published while it ran (`ctx.stream`), for the run's followers: not the journal (replay never
+    reads it), kept for DURABLE_STREAM_RETENTION_SECONDS. Its id is the Server-Sent Events id a client resumes from
+    (Last-Event-ID); one publisher's chunks commit in id order, so a follower reading `id > last` misses none."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="stream_chunks", db_index=False)  # stream_run_id
+    step = models.CharField(max_length=100)
+    visit = models.PositiveIntegerField(help_text="the seq of the checkpoint the visit started from")
+    attempt = models.PositiveIntegerField()
+    kind = models.CharField(max_length=40, help_text="the SSE event name: text, progress, data or the author's")
+    data = models.JSONField(null=True)
+    published_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [
+            models.Index(fields=["run", "id"], name="stream_run_id"),
+            models.Index(fields=["published_at"], name="stream_published_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"stream chunk #{self.id} of run {self.run_id} ({self.kind})"

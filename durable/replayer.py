@@ -252,6 +252,9 @@ class ReplayContext:
             raise ApprovalRejected(f"{kind} was rejected: {asked['reason']}")
         raise EndOfRecord(f"{where} is {asked['status']}")
 
+    def stream(self, data: Any, *, kind: str | None = None) -> None:
+        """Nothing: a stream is not the journal, and a replay publishes nothing to a run's followers."""
+
     def sleep(self, duration: timedelta) -> None:
         self._answer(SLEEP)
 

@@ -15,6 +15,7 @@ import tests.durable.cost_workflows  # noqa: F401
 import tests.durable.deploys.v1  # noqa: F401
 import tests.durable.deploys.v2  # noqa: F401
 import tests.durable.limit_workflows  # noqa: F401
+import tests.durable.stream_workflows  # noqa: F401
 import tests.durable.version_workflows  # noqa: F401
 import tests.durable.visit_workflows  # noqa: F401
 import tests.durable.wait_workflows  # noqa: F401
@@ -25,7 +26,7 @@ from durable.tools.sandbox import SandboxServer
 TEST_WORKFLOW_MODULES = ["durable.tools.demo.claims_agent", "durable.tools.demo.support_agent", "tests.durable.workflows",
                          "tests.durable.version_workflows", "tests.durable.visit_workflows",
                          "tests.durable.wait_workflows", "tests.durable.cost_workflows",
-                         "tests.durable.limit_workflows"]
+                         "tests.durable.limit_workflows", "tests.durable.stream_workflows"]
 OUTPUT_DIR = Path(os.environ.get("DURABLE_TEST_OUTPUT", settings.BASE_DIR / "test-output"))
 # The test client, the live server and schemathesis's WSGI app (built as test modules are collected) speak
 # plain HTTP; production redirects it to HTTPS.

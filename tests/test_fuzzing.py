@@ -161,6 +161,7 @@ QUERY_PARAMETERS = {
     "api:approval-list": [*_names(ApprovalFilterSerializer), "cursor", "page_size"],
     "api:operation-list": [*_names(OperationFilterSerializer), "cursor", "page_size"],
     "api:run-events": ["cursor", "page_size"],  # a run's mailbox
+    "api:run-stream": ["last_event_id"],  # a run's stream (the world's run waits: it answers at once)
 }
 ANY_PAGE = ["next", "page", "format", "q", "after", "cursor"]  # what a page ignores must still be harmless
 

@@ -75,6 +75,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", "/api/runs/bulk/", (VIEW_RUN,)),  # then the permission of the action named (test_bulk_api.py)
         ("GET", f"/api/runs/{r}/events/", (VIEW_RUN,)),  # payloads only under the contents rule (test_events.py)
         ("POST", f"/api/runs/{r}/events/", (SEND_EVENT,)),
+        ("GET", f"/api/runs/{r}/stream/", (VIEW_RUN,)),  # chunks' data only under the contents rule (test_stream.py)
         ("POST", "/api/events/", (SEND_EVENT,)),
         ("GET", "/api/operations/", (VIEW_OP, *CONTENTS)),
         ("GET", f"/api/operations/{o}/", (VIEW_OP, *CONTENTS)),

@@ -24,6 +24,7 @@ from durable.models import Checkpoint
 from durable.runtime import limits, parallel, patches, side_effects, waits
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
+from durable.runtime.stream import publish
 from durable.runtime.visit import Visit
 
 T = TypeVar("T", bound=BaseModel)
@@ -110,6 +111,9 @@ class StepContext:
                         self.business_key, self.visit, self._approvals_asked)
         return gate(site, ApprovalAsk(kind, snapshot, approve, revalidate, expires_in, Path(on_invalid),
                                       Path(on_expiry), approvers))
+
+    def stream(self, data: Any, *, kind: str | None = None) -> None:
+        publish(self._visit, data, kind)  # from any thread: it is not numbered among the visit's calls
 
     # Waits (durable.runtime.waits): the run is parked, released, until the wait ends.
 

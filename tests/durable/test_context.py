@@ -57,7 +57,7 @@ def test_the_promise_names_the_calls_authors_make():
     assert {"activity", "call", "effect", "parallel", "side_effect", "request_approval", "sleep", "sleep_until",
             "wait_for_event", "start_child", "wait_child", "wait_children", "run_id", "business_key",
             "workflow_name", "workflow_version", "step", "attempt", "visit", "visit_number",
-            "replayed_calls", "patched"} == AUTHORS
+            "replayed_calls", "patched", "stream"} == AUTHORS
 
 
 @pytest.mark.parametrize("name", sorted(name for name in AUTHORS if callable(getattr(Context, name))))

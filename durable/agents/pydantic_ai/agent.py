@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
@@ -45,6 +45,7 @@ from durable.agents.pydantic_ai.records import (
     usage_of,
 )
 from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_retries, tool_catalog_version
+from durable.agents.pydantic_ai.streaming import streamed_request
 from durable.context import Context
 from durable.downstream import Downstream
 from durable.engine.costs import Usage
@@ -116,12 +117,15 @@ class DurableAgent(Generic[DepsT, OutputT]):
         self.tool_catalog_version = tool_catalog_version(self.name, agent, self.side_effects, self.approvals)
 
     def run(self, ctx: Context, user_prompt: str | Sequence[Any] | None = None, *, deps: Any = None,
-            message_history: Sequence[ModelMessage] | None = None, **options: Any) -> AgentRunResult[OutputT]:
+            message_history: Sequence[ModelMessage] | None = None, stream: bool = False,
+            **options: Any) -> AgentRunResult[OutputT]:
         """Run the agent as `agent.run(user_prompt, deps=..., ...)` would, from a step, with `ctx` its context.
 
         Call it on the step's own thread. A visit that runs again (after a crash, a retry, a decision) runs the
         agent again from its start: what it recorded is replayed, and it goes on live from where it stopped.
-        Errors end the step as durable's retry policy reads them (docs/agents.md, "Retries").
+        Errors end the step as durable's retry policy reads them (docs/agents.md, "Retries"). `stream=True`
+        publishes the model's text on the run's stream as it comes (`ctx.stream`, durable/agents/pydantic_ai/
+        streaming.py); what is recorded is the same.
         """
         if "model" in options or "event_stream_handler" in options:
             raise NonRetryableError("DurableAgent.run takes no model= or event_stream_handler=: a run is pinned to "
@@ -129,6 +133,7 @@ class DurableAgent(Generic[DepsT, OutputT]):
                                     kind="invalid_request")
         session = Session(agent_loop())
         visit = _Visit(self, ctx, session)
+        visit.stream = stream
         run = self.agent.run(user_prompt, deps=deps, message_history=message_history,
                              capabilities=[_Durability(session=session, run_id=visit.run_id)], **options)
         try:
@@ -156,6 +161,7 @@ class _Visit:
         _runs_in_visit[ctx] = number + 1
         self.run_id = str(uuid.uuid5(uuid.UUID(str(ctx.run_id)), f"{ctx.step}:{ctx.visit}:{number}"))
         self.asked_order: list[str] = []  # the tool call ids of the newest response, in the order asked
+        self.stream = False  # the model's text published on the run's stream as it comes
 
     def handle(self, asks: list[Ask]) -> None:
         """Answer a group of asks: tool calls queued together at once, anything else on its own, in order."""
@@ -185,7 +191,10 @@ class _Visit:
 
     def _request(self, ask: Ask) -> dict[str, Any]:
         model, messages, settings, parameters = ask.payload
-        response: ModelResponse = self.loop.call(lambda: model.request(messages, settings, parameters), ask.context())
+        request: Callable[[], Awaitable[ModelResponse]] = (
+            (lambda: streamed_request(model, messages, settings, parameters, self.ctx.stream)) if self.stream
+            else (lambda: model.request(messages, settings, parameters)))
+        response = self.loop.call(request, ask.context())
         return model_call(messages, response)
 
     # -- tool calls ----------------------------------------------------------------------------------------------

@@ -36,14 +36,20 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 def application(environ, start_response):
     """The real WSGI app, minus the per-request connection recycling Django's own test client also turns
-    off: the test's transaction must stay open across requests so the seeded rows are visible."""
+    off (`kept_connection`, below): the test's transaction must stay open across requests so the seeded rows
+    are visible."""
+    return wsgi.application(environ, start_response)
+
+
+@pytest.fixture(autouse=True)
+def kept_connection():
+    """No connection recycling for the whole test, not only while the app runs: an event stream's response is
+    closed (request_finished) after the app returned, once schemathesis has read it (GET /api/runs/{id}/stream/)."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
-    try:
-        return wsgi.application(environ, start_response)
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 schema = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))

@@ -1,6 +1,7 @@
 """Benchmark: R workflows of S trivial steps (or `--loop`: one step visited S times) through W real worker
 processes; `--compare` measures the same workload on the peers and the floor too. `--agents N`: N runs of five
-model calls at once (durable/tools/bench/fleet.py); `--rate-limit R`: calls under a named limit (ratelimit.py)."""
+model calls at once (durable/tools/bench/fleet.py); `--rate-limit R`: calls under a named limit (ratelimit.py);
+`--stream N`: from ctx.stream to an SSE client's receipt, N clients following N runs (stream.py)."""
 from __future__ import annotations
 
 import logging
@@ -118,6 +119,10 @@ class Command(BaseCommand):
                             help="with --timers: the range the sleeps are drawn from, in seconds")
         parser.add_argument("--timers-per-second", type=float, default=20.0,
                             help="with --timers: how many runs to start a second")
+        parser.add_argument("--stream", type=int, default=0, metavar="RUNS",
+                            help="stream latency: RUNS runs publishing with ctx.stream, each followed by an SSE client "
+                                 "through a threaded gunicorn; p50/p99 from publish to receipt (durable/tools/bench/"
+                                 "stream.py)")
         parser.add_argument("--loop", action="store_true",
                             help="runs of one step that routes back to itself, visited --steps times, instead "
                                  "of --steps declared steps (what a loop visit costs beside a declared step)")
@@ -183,6 +188,9 @@ class Command(BaseCommand):
                 return
             if options["kill"]:
                 self._recovery(options["kill"], keep)
+                return
+            if options["stream"]:
+                self._stream(options["stream"])
                 return
             if options["events"] or options["timers"]:
                 self._waits(options["events"], options["timers"], timer_seconds, options["timers_per_second"],
@@ -304,6 +312,15 @@ class Command(BaseCommand):
                            options["db_pool_size"], env)
         self.stdout.write(ratelimit.measure_rate_limit(per_second, runs, options["call_ms"] or 100.0, crew,
                                                        timeout, keep).line())
+
+    def _stream(self, runs: int) -> None:
+        from durable.tools.bench import stream
+
+        logs = settings.VAR_DIR / "logs"
+        logs.mkdir(exist_ok=True)
+        self.stdout.write(f"durable_bench --stream {runs}: database {connection.vendor}, broker "
+                          f"{settings.CELERY_BROKER_URL.split('://')[0]}")
+        self._lines(stream.measure(runs, logs).lines())
 
     def _recovery(self, kills: int, keep: bool) -> None:
         from durable.tools.bench import recovery
