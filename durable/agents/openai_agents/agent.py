@@ -173,8 +173,7 @@ class _Graph:
         self.copies: dict[str, Agent[Any]] = {a.name: a.clone() for a in originals}
         for original in originals:
             copy = self.copies[original.name]
-            copy.model = _RecordedModel(functools.partial(self._model_of, original), model_name(original.model),
-                                        session)
+            copy.model = _RecordedModel(functools.partial(self._model_of, original), session)
             copy.tools = [self._tool(tool) for tool in original.tools]
             copy.handoffs = [self._handoff(item) for item in original.handoffs]
 
@@ -212,9 +211,8 @@ class _Graph:
 class _RecordedModel(Model):
     """An agent's model, each request made by the step as a recorded activity."""
 
-    def __init__(self, resolve: Callable[[], Model], name: str, session: Session) -> None:
+    def __init__(self, resolve: Callable[[], Model], session: Session) -> None:
         self.resolve = resolve
-        self.name = name
         self.session = session
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
@@ -268,7 +266,7 @@ class _Visit:
         recorded, args, kwargs = ask.payload
         model = recorded.resolve()
         response: ModelResponse = self.loop.call(lambda: model.get_response(*args, **kwargs), ask.context())
-        return model_call(recorded.name, response)
+        return model_call(model_name(model), response)  # metered under the name the model goes by now
 
     # -- tool calls ----------------------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ def handoff_target(handoff: Agent[Any] | Handoff[Any, Any]) -> Agent[Any] | None
 
 def prompt_release(name: str, agent: Agent[Any]) -> str:
     """Each agent's name, model and instructions."""
-    return _release(name, "prompt", [{"agent": a.name, "model": model_name(a.model),
+    return _release(name, "prompt", [{"agent": a.name, "model": _pinned_model(a.model),
                                       "instructions": _described(a.instructions)} for a in agents_of(agent)])
 
 
@@ -70,6 +70,14 @@ def model_name(model: Model | str | None) -> str:
         return model
     named = getattr(model, "model", None) or getattr(model, "name", None)
     return named if isinstance(named, str) else type(model).__qualname__
+
+
+def _pinned_model(model: Model | str | None) -> str | None:
+    """A model as a run is pinned to it: its name, or its class and the name it was built with."""
+    if model is None or isinstance(model, str):
+        return model
+    built_with = vars(model).get("model")  # OpenAIChatCompletionsModel(model="gpt-4o-mini", ...) and the like
+    return f"{type(model).__module__}.{type(model).__qualname__}:{built_with if isinstance(built_with, str) else ''}"
 
 
 def refuse_client_retries(agent: Agent[Any]) -> None:

@@ -67,7 +67,10 @@ class SupportDeps:
 class DemoSupportModel(Model):
     """One turn of the demo's support model (scripted, or the endpoint), as the SDK's model response."""
 
-    model = "demo-support-model"
+    @property
+    def model(self) -> str:
+        """The name its usage is metered and priced under: the support model's (scripted, or the endpoint's)."""
+        return support_model().name
 
     async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any,
                            tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any,

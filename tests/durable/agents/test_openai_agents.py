@@ -7,7 +7,6 @@ model: the loop is the SDK's Runner, run by DurableAgent in one step.
 import json
 
 import pytest
-from agents import Agent
 
 from approvals.models import ApprovalRequest
 from durable import services
@@ -77,7 +76,7 @@ def test_a_question_looks_up_the_order_and_the_tickets_at_once_then_answers(mode
 def test_each_model_request_is_recorded_with_its_usage_and_metered_on_the_run(model_calls, sandbox):
     run = advance(start(QUESTION))
     records = [entry.result for entry in JournalEntry.objects.filter(run=run, name=MODEL_ACTIVITY)]
-    assert [usage_of(record)["model"] for record in records] == ["demo-support-model"] * 2
+    assert [usage_of(record)["model"] for record in records] == ["scripted-support"] * 2
     assert run.input_tokens == sum(usage_of(r)["input_tokens"] for r in records) > 0
     assert run.output_tokens == sum(usage_of(r)["output_tokens"] for r in records) > 0
 

@@ -1,0 +1,44 @@
+"""A handoff between OpenAI Agents SDK agents inside one durable step: recorded, so its callback runs once and a
+replay hands to the same agent."""
+import pytest
+
+from durable import services
+from durable.agents.openai_agents import MODEL_ACTIVITY
+from durable.engine.states import RunStatus
+from durable.models import JournalEntry
+from tests.durable.agents import openai_agent_workflows as flows
+from tests.durable.claims import advance
+from tests.durable.ledger_workflows import SimulatedCrash, expire_lease
+from tests.durable.tools.demo.test_support_agent_pydantic_ai import crash_before_the_end
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def counted():
+    flows.HANDED_OFF.clear()
+    flows.ASKED.clear()
+
+
+def test_a_handoff_is_a_recorded_activity_between_the_two_agents_model_requests():
+    run, _ = services.start_run(workflow=flows.NAME, business_key="T-1", input={"message": "I want my money back"})
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    rows = JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.ACTIVITY).order_by("call_index")
+    assert list(rows.values_list("name", flat=True)) == [MODEL_ACTIVITY, "handoff.refunds", MODEL_ACTIVITY]
+    assert run.output == {"message": "I want my money back", "answer": "Refunds will handle it.",
+                          "last_agent": "refunds"}
+    assert flows.ASKED == ["triage", "refunds"] and flows.HANDED_OFF == ["refunds"]
+
+
+def test_a_visit_re_executed_after_a_crash_hands_off_again_without_running_the_callback_or_asking_the_model(
+        monkeypatch):
+    run, _ = services.start_run(workflow=flows.NAME, business_key="T-2", input={"message": "refund please"})
+    crash_before_the_end(monkeypatch)
+    with pytest.raises(SimulatedCrash):
+        advance(run)
+    expire_lease(run)
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert run.output["last_agent"] == "refunds"
+    assert flows.ASKED == ["triage", "refunds"] and flows.HANDED_OFF == ["refunds"]
