@@ -52,7 +52,8 @@ def on_handoff(ctx: RunContextWrapper[Any]) -> None:
 refunds = Agent(name="refunds", instructions="refunds: settle the customer's refund.", model=Scripted())
 triage = Agent(name="triage", instructions="triage: hand the customer to the right agent.", model=Scripted(),
                handoffs=[handoff(refunds, on_handoff=on_handoff)])
-durable_triage = DurableAgent(triage)
+LIMIT = "test-agents-model"  # each model request takes room in it (DURABLE_LIMITS, set by the tests)
+durable_triage = DurableAgent(triage, limit=LIMIT)
 
 
 class State(BaseModel):
