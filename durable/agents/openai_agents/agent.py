@@ -124,6 +124,7 @@ class DurableAgent(Generic[ContextT]):
         self.limit = limit
         self.model_provider = model_provider
         refuse_client_retries(agent)
+        _refuse_repeated_names(agent)
         _refuse_undeclared_approvals(agent, self.approvals)
         self.prompt_release = prompt_release(self.name, agent)
         self.tool_catalog_version = tool_catalog_version(self.name, agent, self.side_effects, self.approvals)
@@ -150,6 +151,15 @@ class DurableAgent(Generic[ContextT]):
             if error is exc:
                 raise
             raise error from exc
+
+
+def _refuse_repeated_names(agent: Agent[Any]) -> None:
+    """A handoff is recorded by the name of the agent handed to: two agents of one name would be one on replay."""
+    names = [each.name for each in agents_of(agent)]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"agents reachable from {agent.name!r} share the names {repeated}: give each its own name, "
+                         "as a handoff is recorded by the name of the agent it hands to")
 
 
 def _refuse_undeclared_approvals(agent: Agent[Any], approvals: Mapping[str, Approval]) -> None:

@@ -1,9 +1,10 @@
 """A handoff between OpenAI Agents SDK agents inside one durable step: recorded, so its callback runs once and a
 replay hands to the same agent; each agent's model requests metered, priced, budgeted and under a named limit."""
 import pytest
+from agents import Agent
 
 from durable import services
-from durable.agents.openai_agents import MODEL_ACTIVITY
+from durable.agents.openai_agents import MODEL_ACTIVITY, DurableAgent
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, LimitUse, Run
 from tests.durable.agents import openai_agent_workflows as flows
@@ -59,3 +60,9 @@ def test_a_run_over_its_budget_stops_before_the_next_agents_model_request():
     run = advance(run)
     assert run.status == RunStatus.NEEDS_ATTENTION and run.error["kind"] == "budget_exhausted", run.error
     assert flows.ASKED == ["triage"]  # the refunds agent's request was never made
+
+
+def test_two_agents_of_one_name_are_refused_when_the_agent_is_wrapped():
+    twin = Agent(name="refunds", instructions="refunds: another one.", model=flows.Scripted())
+    with pytest.raises(ValueError, match="'refunds'"):
+        DurableAgent(flows.triage.clone(handoffs=[flows.refunds, twin]))
