@@ -156,6 +156,13 @@ def agent_workers(settings):
 
 
 @pytest.fixture
+def openai_agent_workers(settings):
+    """The workers this test starts also load the support agent's OpenAI Agents SDK twin (and only it: the SDK
+    takes seconds to import, which the Pydantic AI agents' workers need not pay)."""
+    settings.DURABLE_WORKFLOW_MODULES = [*TEST_WORKFLOW_MODULES, "durable.tools.demo.support_agent_openai_agents"]
+
+
+@pytest.fixture
 def own_queue(settings):
     """A queue of this test's own, so only the workers this test starts take its runs."""
     settings.CELERY_TASK_DEFAULT_QUEUE = f"durable-test-{uuid.uuid4().hex[:8]}"

@@ -30,7 +30,7 @@ HOST_WIRING = {
 
 
 # The modules of the optional extras (docs/embedding.md#extras): a workflow module imports what each exports.
-EXTRAS = ("durable.agents.pydantic_ai",)
+EXTRAS = ("durable.agents.pydantic_ai", "durable.agents.openai_agents")
 # The test kit's module (docs/testing.md): a host's tests import what it exports.
 KITS = ("durable.testing",)
 

@@ -365,6 +365,9 @@ if DURABLE_EMBEDDED_DEMO:  # the support agent's waits, short enough to watch: a
 # The support agent's Pydantic AI twin, where Pydantic AI is installed (durable[pydantic-ai], which [demo] includes).
 if importlib.util.find_spec("pydantic_ai") is not None:
     DURABLE_WORKFLOW_MODULES.append("durable.tools.demo.support_agent_pydantic_ai")
+# Its OpenAI Agents SDK twin, where the SDK is installed (durable[openai-agents]).
+if importlib.util.find_spec("agents") is not None:
+    DURABLE_WORKFLOW_MODULES.append("durable.tools.demo.support_agent_openai_agents")
 # What model calls cost, per million tokens (docs/workflows.md, "Model calls and budgets"): the demo's scripted
 # support model is priced as the model it stands in for, so the demo shows what each run would cost.
 DURABLE_LLM_PRICES = {"gpt-4o-mini": {"input": "0.15", "output": "0.60"},

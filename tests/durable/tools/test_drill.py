@@ -173,15 +173,21 @@ def support_drills(config: DrillConfig) -> list[DrillConfig]:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("workflow, step", [("support-agent", "act"), ("support-agent-pydantic-ai", "converse")])
+@pytest.mark.parametrize("workflow, step", [("support-agent", "act"), ("support-agent-pydantic-ai", "converse"),
+                                            ("support-agent-openai-agents", "converse")])
 def test_the_support_agent_is_drilled_at_every_fault_point_with_its_emails_in_flight_together(
         worker_log_dir, workflow, step, request):
-    """A tool-calling loop, written by hand or as a Pydantic AI agent (its twin): the lookups and the two emails
-    of one turn go through ctx.parallel, the refund waits for the drill's approval inside the loop; every fault
+    """A tool-calling loop, written by hand, with Pydantic AI or with the OpenAI Agents SDK (its twins): the lookups
+    and the two emails of one turn go through ctx.parallel, the refund waits for the drill's approval inside the loop; every fault
     point of the refund and the emails, 0 duplicates, 0 lost."""
     if workflow == "support-agent-pydantic-ai":
         request.getfixturevalue("agent_workers")  # its workers load the workflows that run Pydantic AI agents
-    config = DrillConfig(workflow=workflow, runs_per_cell=1, workers=2, timeout=120, log_dir=worker_log_dir)
+    elif workflow == "support-agent-openai-agents":
+        request.getfixturevalue("openai_agent_workers")  # its workers load the OpenAI Agents SDK twin
+    # The OpenAI Agents SDK takes seconds of CPU to import in each worker a cell starts: its twin has one worker
+    # (the emails' parallel group runs in one worker either way).
+    workers = 1 if workflow == "support-agent-openai-agents" else 2
+    config = DrillConfig(workflow=workflow, runs_per_cell=1, workers=workers, timeout=120, log_dir=worker_log_dir)
     results = [run_drill(drilled) for drilled in support_drills(config)]
     cells = {cell.cell.label: cell for result in results for cell in result.cells}
     assert all(cell.ok for cell in cells.values()), "\n".join(format_matrix(r) for r in results)
