@@ -143,6 +143,8 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:run-cancel": (world.waiting, reason),
         "api:run-retry": (world.failed, reason),
         "api:run-resume": (world.blocked, reason),
+        "api:run-pause": (world.failed, reason),  # an ended run: 409, nothing written
+        "api:pause-switch-list": (None, {"workflow": vw.NAME, "version": 2, **reason}),
         "api:run-migrate": (world.blocked, {"to_version": 2, **reason}),
         "api:run-budget": (world.over_budget, {"tokens": 1000, **reason}),
         "api:run-migrate-blocked": (None, {"workflow": vw.NAME, "from_version": 1, "to_version": 2, **reason}),
@@ -165,6 +167,9 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "durable:run-cancel": (world.waiting, confirmed),
         "durable:run-retry": (world.failed, confirmed),
         "durable:run-resume": (world.blocked, confirmed),
+        "durable:run-pause": (world.waiting, confirmed),
+        "durable:bulk-pause": (None, {"runs": f"{world.waiting.id}:{world.waiting.status}", **confirmed}),
+        "durable:bulk-resume": (None, {"runs": f"{world.blocked.id}:{world.blocked.status}", **confirmed}),
         "durable:run-migrate": (world.blocked, {"to_version": "2", **confirmed}),
         "durable:run-budget": (world.over_budget, {"tokens": "1000", **confirmed}),
         "durable:bulk-cancel": (None, {"runs": f"{world.waiting.id}:{world.waiting.status}", **confirmed}),
