@@ -59,6 +59,9 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", "/tokens/", ()),
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
         ("GET", "/limits/", (VIEW_RUN,)),
+        ("GET", "/paused/", (VIEW_RUN,)),
+        ("POST", "/paused/", (VIEW_RUN, "durable.pause_run")),
+        ("POST", "/paused/999999/resume/", ("durable.pause_run",)),
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
         ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role
