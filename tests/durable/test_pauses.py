@@ -10,6 +10,7 @@ from durable.errors import Conflict, InvalidInput
 from durable.models import OperatorAction, PauseSwitch, Run
 from tests.conftest import make_user
 from tests.durable.console.screens import run_in
+from tests.durable.test_exposition import samples, scrape
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +96,12 @@ def test_bulk_pause_and_resume_go_through_the_single_run_services():
     assert paused.counts()["paused"] == 2 and paused.counts()["not_applicable"] == 1
     resumed = bulk.perform(action="resume", selection=chosen, user=make_user("bob"), source="api", reason="go")
     assert resumed.counts()["resumed"] == 2
+
+
+def test_metrics_count_the_paused_runs_and_how_long_the_longest_paused_one_stood_still(settings):
+    settings.DURABLE_METRICS_TOKEN = "scrape-secret"
+    run = run_in(RunStatus.WAITING)
+    pauses.pause_run(run_id=run.id, user=None, source="api", reason="look first")
+    scraped = samples(scrape(HTTP_AUTHORIZATION="Bearer scrape-secret"))
+    assert scraped[("runs_paused", ())] == 1
+    assert ("checkpoint_age_seconds", (("status", "PAUSED"),)) in scraped
