@@ -74,7 +74,7 @@ def resume_run(*, run_id: UUID | str, user: Caller | None, source: str, reason: 
     resumed as durable.services.resume_run does. A 409 (Conflict) for a run that is neither."""
     run = _run(run_id, batch)
     before = run.status
-    if before != RunStatus.PAUSED and run.pause_requested_at is None:
+    if before != RunStatus.PAUSED and (run.pause_requested_at is None or before in TERMINAL):
         return resume_blocked_run(run_id=run_id, user=user, source=source, reason=reason)
     with transaction.atomic():
         moved = transitions.unpause([run.id], now=timezone.now(), where=Q(status=before))

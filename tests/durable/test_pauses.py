@@ -3,6 +3,7 @@ the worker's side, with real workers, is tests/durable/runtime/test_pausing_work
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from durable import bulk, pauses, services
 from durable.engine.states import TERMINAL, RunStatus
@@ -49,9 +50,10 @@ def test_a_run_held_by_a_worker_or_for_an_operator_is_asked_and_resume_forgets_t
     assert forgotten.status == status and forgotten.pause_requested_at is None
 
 
-def test_resume_of_a_run_neither_paused_nor_blocked_is_a_conflict():
-    run = run_in(RunStatus.WAITING)
-    with pytest.raises(Conflict):
+@pytest.mark.parametrize("status", [RunStatus.WAITING, RunStatus.SUCCEEDED])
+def test_resume_of_a_run_neither_paused_nor_blocked_is_a_conflict(status):
+    run = run_in(status, pause_requested_at=timezone.now() if status == RunStatus.SUCCEEDED else None)
+    with pytest.raises(Conflict):  # one that ended before its worker saw the pause asked has nothing to resume
         pauses.resume_run(run_id=run.id, user=None, source="api", reason="?")
 
 
