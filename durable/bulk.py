@@ -1,4 +1,5 @@
-"""Bulk actions on runs: cancel or retry many runs with one reason, each through its single-run service.
+"""Bulk actions on runs: cancel, retry, pause or resume many runs with one reason, each through its single-run
+service.
 
 Which statuses an action applies to is the single-run rule (services.CANCELLABLE, services.RETRYABLE); each
 run is changed by the same service function, in its own conditional UPDATE and with its own audit row, the
@@ -16,7 +17,7 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
-from durable import services
+from durable import pauses, services
 from durable.conf import durable_settings
 from durable.engine.states import RunStatus
 from durable.errors import Conflict, InvalidInput
@@ -44,6 +45,8 @@ class BulkAction:
 BULK_ACTIONS = {action.name: action for action in (
     BulkAction("cancel", "cancelled", services.CANCELLABLE, services.cancel_run),
     BulkAction("retry", "retried", services.RETRYABLE, services.retry_run),
+    BulkAction("pause", "paused", pauses.PAUSABLE, pauses.pause_run),
+    BulkAction("resume", "resumed", frozenset({RunStatus.PAUSED, RunStatus.BLOCKED_VERSION}), pauses.resume_run),
 )}
 
 

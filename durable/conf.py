@@ -36,6 +36,10 @@ SETTINGS: dict[str, Setting] = {
                                      "runs resume about this long after, docs/operations.md)."),
     "DURABLE_TIME_SLICE_SECONDS": Setting(20.0, "seconds", "How long one task runs a run's steps back to back "
                                           "before it releases the lease and re-enqueues the run."),
+    "DURABLE_PAUSE_LOOK_SECONDS": Setting(1.0, "seconds", "How often a worker looks whether a run it holds was "
+                                          "asked to pause, between steps that make no call (after a step that made "
+                                          "one, or before a step that declares side effects, it always looks; "
+                                          "docs/operations.md, \"Pausing runs\")."),
     "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
                                       "(threads of the worker process); the rest wait for a free one."),
     "DURABLE_WORKER_RUNS": Setting(None, "count", "How many runs one worker process advances at once (the "

@@ -29,7 +29,7 @@ from durable.models import Checkpoint, Run, SideEffect
 # Runs that wait for something other than a free worker (every waiting status, and the runs held for a person or a
 # deploy): their newest checkpoint's age says how long. In the state machine's order.
 HELD = tuple(status for status in RunStatus
-             if status in WAITING_STATES | {RunStatus.NEEDS_ATTENTION, RunStatus.BLOCKED_VERSION})
+             if status in WAITING_STATES | {RunStatus.NEEDS_ATTENTION, RunStatus.BLOCKED_VERSION, RunStatus.PAUSED})
 
 
 def age(now: datetime, then: datetime | None) -> float:
@@ -65,6 +65,10 @@ class DatabaseGauges(Collector):
                                         "waiting now for an operator to raise it or cancel them")
         over_budget.add_metric([], Run.objects.filter(WAITING_ON_BUDGET).count())  # NEEDS_ATTENTION: few rows
         yield over_budget
+        paused = GaugeMetricFamily("runs_paused", "Runs paused now, by an operator or their workflow's kill switch "
+                                   "(durable/pauses.py), until someone resumes them")
+        paused.add_metric([], Run.objects.filter(status=RunStatus.PAUSED).count())  # run_status_created's range
+        yield paused
 
 
 def limit_gauges() -> Iterator[GaugeMetricFamily]:

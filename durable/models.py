@@ -73,6 +73,11 @@ class Run(models.Model):
     budget_cost = models.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, null=True, blank=True)
     # Higher goes first where runs wait for a named limit's room (durable/engine/call_limits.py): -100..100.
     priority = models.SmallIntegerField(default=0, db_default=0)
+    # A pause asked for (durable/runtime/pausing.py): set while it is asked and while the run is PAUSED, with its
+    # reason; `paused_by_switch` when its workflow's kill switch asked it (turning the switch on resumes those only).
+    pause_requested_at = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.TextField(blank=True, default="", db_default="")
+    paused_by_switch = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -113,6 +118,7 @@ class Run(models.Model):
             ("start_older_version", "Can start a run on an older workflow version than the current one"),
             ("send_event", "Can send events to runs"),
             ("raise_budget", "Can raise the budget of a run stopped by it"),
+            ("pause_run", "Can pause and resume runs, and every run of a workflow at once"),
         ]
 
     def __str__(self) -> str:
@@ -628,3 +634,25 @@ class StreamChunk(models.Model):
 
     def __str__(self) -> str:
         return f"stream chunk #{self.id} of run {self.run_id} ({self.kind})"
+
+
+class PauseSwitch(models.Model):
+    """A workflow's kill switch (durable/pauses.py): while it is off, its runs (of one version, or of every version
+    when `workflow_version` is EVERY_VERSION) stop at their next step boundary and new starts are accepted and held PAUSED."""
+
+    workflow_name = models.CharField(max_length=100)
+    EVERY_VERSION = 0  # versions count from 1
+
+    workflow_version = models.PositiveIntegerField(default=EVERY_VERSION, help_text="0: every version")
+    reason = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow_name", "workflow_version"]
+        constraints = [models.UniqueConstraint(fields=["workflow_name", "workflow_version"],
+                                               name="pause_switch_one_per_version")]
+
+    def __str__(self) -> str:
+        version = f" v{self.workflow_version}" if self.workflow_version != self.EVERY_VERSION else ""
+        return f"{self.workflow_name}{version} paused"

@@ -22,6 +22,7 @@ from durable.models import (
     Checkpoint,
     JournalEntry,
     NotificationPreference,
+    PauseSwitch,
     Run,
     RunEvent,
     SecurityEvent,
@@ -106,6 +107,7 @@ class World:
     blocked: Run  # BLOCKED_VERSION on test-versioned v1 at step b: may be resumed, or migrated to v2
     over_budget: Run  # NEEDS_ATTENTION, stopped by its budget of 300 tokens: its budget may be raised
     token: ApiToken  # the owner's API token: revoked only by them or a holder of durable.manage_apitoken
+    switch: PauseSwitch | None = None  # a kill switch that is off, of a workflow no test starts: may be turned on
 
     def url(self, route_name: str, run: Run | None = None) -> str:
         """The route's URL aimed at this world's objects (at `run` for run routes, else the waiting run)."""
@@ -113,8 +115,9 @@ class World:
         run = run or self.waiting
         kind = route_name.split(":")[-1].split("-")[0]
         values = {"run_id": run.id, "request_id": self.approval.id, "operation_id": self.operation.operation_id,
-                  "seq": 0, "token_id": self.token.id, "pk": {"run": run.id, "approval": self.approval.id,
-                                   "operation": self.operation.operation_id}.get(kind)}
+                  "seq": 0, "token_id": self.token.id, "switch_id": self.switch.id if self.switch else 0, "pk": {"run": run.id, "approval": self.approval.id,
+                                   "operation": self.operation.operation_id,
+                                   "pause": self.switch.id if self.switch else 0}.get(kind)}
         return reverse(route_name, kwargs={name: values[name] for name in route.kwargs})
 
 
@@ -131,8 +134,9 @@ def build_world(sandbox: Any) -> World:
     over_budget = stopped_by_budget(tempfile.mkstemp(prefix="durable-over-budget-")[1], business_key="over-budget")
     Run.objects.filter(id=over_budget.id).update(created_by=owner)
     owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
+    switch = PauseSwitch.objects.create(workflow_name="test-paused-elsewhere", reason="kept off", created_by=owner)
     return World(owner, waiting, approval, attention, operation, failed, blocked, over_budget,
-                 ApiToken.objects.get(user=owner))
+                 ApiToken.objects.get(user=owner), switch)
 
 
 def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
@@ -143,6 +147,8 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:run-cancel": (world.waiting, reason),
         "api:run-retry": (world.failed, reason),
         "api:run-resume": (world.blocked, reason),
+        "api:run-pause": (world.waiting, reason),
+        "api:pause-switch-list": (None, {"workflow": vw.NAME, "version": 2, **reason}),
         "api:run-migrate": (world.blocked, {"to_version": 2, **reason}),
         "api:run-budget": (world.over_budget, {"tokens": 1000, **reason}),
         "api:run-migrate-blocked": (None, {"workflow": vw.NAME, "from_version": 1, "to_version": 2, **reason}),
@@ -165,6 +171,11 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "durable:run-cancel": (world.waiting, confirmed),
         "durable:run-retry": (world.failed, confirmed),
         "durable:run-resume": (world.blocked, confirmed),
+        "durable:run-pause": (world.waiting, confirmed),
+        "durable:paused": (None, {"workflow": vw.NAME, "version": "2", **confirmed}),
+        "durable:paused-resume": (None, confirmed),
+        "durable:bulk-pause": (None, {"runs": f"{world.waiting.id}:{world.waiting.status}", **confirmed}),
+        "durable:bulk-resume": (None, {"runs": f"{world.blocked.id}:{world.blocked.status}", **confirmed}),
         "durable:run-migrate": (world.blocked, {"to_version": "2", **confirmed}),
         "durable:run-budget": (world.over_budget, {"tokens": "1000", **confirmed}),
         "durable:bulk-cancel": (None, {"runs": f"{world.waiting.id}:{world.waiting.status}", **confirmed}),

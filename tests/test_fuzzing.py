@@ -98,6 +98,11 @@ FORM_FIELDS = {
     "durable:run-budget": ["reason", "confirm", "tokens", "cost"],
     "durable:bulk-cancel": ["runs", "reason", "confirm"],
     "durable:bulk-retry": ["runs", "reason", "confirm"],
+    "durable:run-pause": ["reason", "confirm"],
+    "durable:bulk-pause": ["runs", "reason", "confirm"],
+    "durable:bulk-resume": ["runs", "reason", "confirm"],
+    "durable:paused": ["workflow", "version", "reason", "confirm"],
+    "durable:paused-resume": ["reason", "confirm"],
     "approvals:decide": ["verdict", "reason", "snapshot_hash"],
     "reconciliation:lookup": [],
     "reconciliation:resolve": ["outcome", "external_ref", "result", "follow_up", "reason"],
@@ -236,7 +241,8 @@ def aimed_urls(name: str, world: World) -> list[str]:
     route = next(r for r in routes() if r.name == name)
     url = world.url(name)
     values = {"run_id": str(world.waiting.id), "request_id": str(world.approval.id), "pk": None,
-              "operation_id": world.operation.operation_id, "seq": "0", "token_id": str(world.token.id)}
+              "operation_id": world.operation.operation_id, "seq": "0", "token_id": str(world.token.id),
+              "switch_id": str(world.switch.id if world.switch else 0)}
     segments = url.split("/")
     aimed = []
     for index, segment in enumerate(segments):

@@ -69,7 +69,7 @@ def api(admin) -> Client:
 API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
     "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
-    "api:event-list", "api:run-budget",
+    "api:event-list", "api:run-budget", "api:run-pause", "api:pause-switch-list",
 ]
 
 
@@ -80,6 +80,8 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:run-cancel": [("reason", ["checked"])],
     "api:run-retry": [("reason", {"why": "checked"})],
     "api:run-resume": [("reason", True)],
+    "api:run-pause": [("reason", ["bad prompt"])],
+    "api:pause-switch-list": [("workflow", [vw.NAME]), ("version", "two"), ("reason", {"why": "r"})],
     "api:run-migrate": [("to_version", "two"), ("reason", ["checked"])],
     "api:run-budget": [("tokens", "many"), ("tokens", 1.5), ("cost", ["1"]), ("cost", "NaN"), ("cost", "1e999"),
                        ("reason", ["checked"])],
@@ -100,6 +102,7 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
 TEXT_FIELDS: dict[str, list[str]] = {
     "api:run-list": ["workflow", "business_key", "idempotency_key", "input"],
     "api:run-cancel": ["reason"], "api:run-retry": ["reason"], "api:run-resume": ["reason"],
+    "api:run-pause": ["reason"], "api:pause-switch-list": ["workflow", "reason"],
     "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"], "api:run-budget": ["reason"],
     "api:run-bulk": ["reason"],
     "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],
@@ -289,6 +292,7 @@ def test_an_api_call_authenticated_by_the_session_needs_the_csrf_token(world, ad
 CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:run-budget",
     "durable:bulk-cancel", "durable:bulk-retry", "approvals:decide",
+    "durable:run-pause", "durable:bulk-pause", "durable:bulk-resume", "durable:paused", "durable:paused-resume",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
     "durable:login", "durable:logout",
     "durable:notifications",

@@ -43,8 +43,9 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/runs/{r}/resume/", ("durable.resume_run",)),
         ("POST", f"/runs/{r}/migrate/", ("durable.migrate_run",)),
         ("POST", f"/runs/{r}/budget/", ("durable.raise_budget",)),
+        ("POST", f"/runs/{r}/pause/", ("durable.pause_run",)),
         *((method, f"/runs/bulk/{action}/", (VIEW_RUN, f"durable.{action}_run"))
-          for action in ("cancel", "retry") for method in ("GET", "POST")),
+          for action in ("cancel", "retry", "pause", "resume") for method in ("GET", "POST")),
         ("GET", "/approvals/", (VIEW_APPROVAL,)),
         ("GET", f"/approvals/{a}/", (VIEW_APPROVAL,)),
         ("POST", f"/approvals/{a}/decide/", (DECIDE,)),
@@ -58,6 +59,9 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", "/tokens/", ()),
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
         ("GET", "/limits/", (VIEW_RUN,)),
+        ("GET", "/paused/", (VIEW_RUN,)),
+        ("POST", "/paused/", (VIEW_RUN, "durable.pause_run")),
+        ("POST", "/paused/999999/resume/", ("durable.pause_run",)),
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
         ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role
@@ -71,6 +75,11 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/api/runs/{r}/resume/", ("durable.resume_run",)),
         ("POST", f"/api/runs/{r}/migrate/", ("durable.migrate_run",)),
         ("POST", f"/api/runs/{r}/budget/", ("durable.raise_budget",)),
+        ("POST", f"/api/runs/{r}/pause/", ("durable.pause_run",)),
+        ("GET", "/api/pause-switches/", (VIEW_RUN,)),
+        ("POST", "/api/pause-switches/", ("durable.pause_run",)),
+        ("GET", "/api/pause-switches/999999/", (VIEW_RUN,)),
+        ("DELETE", "/api/pause-switches/999999/", ("durable.pause_run",)),
         ("POST", "/api/runs/migrate-blocked/", ("durable.migrate_run",)),
         ("POST", "/api/runs/bulk/", (VIEW_RUN,)),  # then the permission of the action named (test_bulk_api.py)
         ("GET", f"/api/runs/{r}/events/", (VIEW_RUN,)),  # payloads only under the contents rule (test_events.py)
@@ -101,6 +110,8 @@ def objects(demo):
 def call(client: Client, method: str, path: str):
     if method == "GET":
         return client.get(path)
+    if method == "DELETE":
+        return client.delete(path, {}, content_type="application/json")
     if path.startswith("/api/"):
         return client.post(path, {}, content_type="application/json")
     return client.post(path, {})  # a form post, as the console sends
@@ -109,7 +120,8 @@ def call(client: Client, method: str, path: str):
 def read_as_sender(method: str, path: str, held: set[str]) -> bool:
     """A run and its mailbox, asked for by a role that may send events but not view runs (the webhook): it reads
     only runs it sent an event to, so any other is 404, as a run that does not exist (durable/api/permissions.py)."""
-    return (method == "GET" and path.startswith("/api/runs/") and path.count("/") >= 4
+    parts = path.split("/")  # "", "api", "runs", id, "" or "events", ...
+    return (method == "GET" and parts[1:3] == ["api", "runs"] and len(parts) >= 5 and parts[4] in ("", "events")
             and VIEW_RUN not in held and SEND_EVENT in held)
 
 

@@ -13,6 +13,7 @@ ACTION_PERMISSIONS = {
     "cancel": "durable.cancel_run",
     "retry": "durable.retry_run",
     "resume": "durable.resume_run",
+    "pause": "durable.pause_run",
     "migrate": "durable.migrate_run",
     "budget": "durable.raise_budget",
     "migrate_blocked": "durable.migrate_run",

@@ -166,6 +166,7 @@ class RunSerializer(serializers.ModelSerializer):
             "lease_expires_at", "fencing_token", "next_attempt_at", "created_at", "updated_at", "finished_at",
             "waiting_for", "parent_run", "children",
             "input_tokens", "output_tokens", "cost", "unpriced_tokens", "budget_tokens", "budget_cost", "priority",
+            "pause_requested_at", "pause_reason", "paused_by_switch",
         ]
         read_only_fields = fields
 

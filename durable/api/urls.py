@@ -2,6 +2,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from durable.api.events import EventViewSet
+from durable.api.pauses import PauseSwitchViewSet
 from durable.api.stream import RunStreamView
 from durable.api.views import RunViewSet
 from durable.mounts import api_patterns
@@ -10,6 +11,7 @@ app_name = "api"
 router = DefaultRouter()
 router.register("runs", RunViewSet, basename="run")
 router.register("events", EventViewSet, basename="event")
+router.register("pause-switches", PauseSwitchViewSet, basename="pause-switch")
 urlpatterns = [
     path("runs/<uuid:pk>/stream/", RunStreamView.as_view(), name="run-stream"),  # SSE: a view of its own
     *router.urls,

@@ -10,7 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from durable import services, versions
+from durable import pauses, services, versions
 from durable.api.bulk import BulkResultSerializer, BulkSerializer, bulk_answer
 from durable.api.errors import LabelledErrors, service_errors
 from durable.api.events import (
@@ -92,7 +92,7 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
         if self.action == "retrieve":
             # Checkpoints, journal and ledger rows only under the contents rule; else the run's status and metadata.
             return RunDetailSerializer if can_see_contents(self.request.user) else RunSerializer
-        if self.action in {"cancel", "retry", "resume"}:
+        if self.action in {"cancel", "retry", "resume", "pause"}:
             return ReasonSerializer
         if self.action == "migrate":
             return MigrateSerializer
@@ -198,7 +198,17 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
     @extend_schema(request=ReasonSerializer, responses=RunSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str | None = None) -> Response:
-        return self._steer(request, services.resume_run)
+        """Resume a PAUSED run where it stopped (or forget a pause still only asked for), or a BLOCKED_VERSION run
+        once its version is deployed again. 409 for a run that is neither."""
+        return self._steer(request, pauses.resume_run)
+
+    @extend_schema(request=ReasonSerializer, responses=RunSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request: Request, pk: str | None = None) -> Response:
+        """Pause the run: at once when no worker holds it (a parked run stays parked), else at its next step
+        boundary, once the call in flight is recorded (`pause_requested_at` set, status still RUNNING until then).
+        409 for a run that has ended or is paused already."""
+        return self._steer(request, pauses.pause_run)
 
     @extend_schema(request=RaiseBudgetSerializer, responses=RunSerializer)
     @action(detail=True, methods=["post"])

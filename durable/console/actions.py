@@ -1,4 +1,4 @@
-"""What an operator may do to a run from the console: cancel, retry now, resume, migrate, raise its budget.
+"""What an operator may do to a run from the console: cancel, retry now, pause, resume, migrate, raise its budget.
 
 Each action goes through the same service the API calls (it checks the state and writes the
 audit trail). The statuses here only decide which buttons to offer; the service decides.
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from durable import budgets, services, versions
+from durable import budgets, pauses, services, versions
 from durable.console.forms import ActionForm, BudgetForm, MigrateForm
-from durable.engine.states import RunStatus
+from durable.engine.states import TERMINAL, RunStatus
 from durable.models import Run
 from durable.permissions import Caller
 from durable.registry import registry
@@ -40,10 +40,14 @@ class RunAction:
         return ActionForm(data)
 
     def offered(self, run: Run, user: Caller) -> bool:
+        if self.name == "resume" and run.pause_requested_at is not None:  # a pause asked, not made yet, is forgotten
+            return user.has_perm(self.permission) and run.status not in TERMINAL
         if not user.has_perm(self.permission) or run.status not in self.statuses:
             return False
         if self.name == "budget":  # NEEDS_ATTENTION because its budget stopped it, not an UNKNOWN operation
             return budgets.waiting_on_budget(run)
+        if self.name == "pause":  # asked already: it pauses at its next step boundary, resume forgets it
+            return run.pause_requested_at is None
         return self.name != "migrate" or bool(migration_targets(run))
 
 
@@ -83,9 +87,15 @@ ACTIONS: dict[str, RunAction] = {action.name: action for action in (
     RunAction("retry", "Retry now", "The run goes back to PENDING and continues from its last checkpoint now, "
               "without waiting for its next attempt time.", "durable.retry_run", services.RETRYABLE,
               _steer(services.retry_run, "Retried. The run continues from its last checkpoint.")),
-    RunAction("resume", "Resume", "A worker checks the run's replay contract again: deploy its version first, "
-              "or it is blocked again.", "durable.resume_run", frozenset({RunStatus.BLOCKED_VERSION}),
-              _steer(services.resume_run, "Resumed. A worker checks the replay contract again.")),
+    RunAction("pause", "Pause", "The run stops at its next step boundary: a call in flight finishes and is recorded, "
+              "and no step starts after it. A run that waits stays parked, and nothing wakes it until it is resumed. "
+              "Resume continues it where it stopped.", "durable.pause_run", pauses.PAUSABLE,
+              _steer(pauses.pause_run, "Paused. It stops at its next step boundary; resume continues it there.")),
+    RunAction("resume", "Resume", "A paused run continues where it stopped: the step it stopped in runs again from its "
+              "checkpoint, reusing what it recorded. A blocked run: a worker checks the run's replay contract again "
+              "(deploy its version first, or it is blocked again).", "durable.resume_run",
+              frozenset({RunStatus.BLOCKED_VERSION, RunStatus.PAUSED}),
+              _steer(pauses.resume_run, "Resumed. A worker takes the run up where it stopped.")),
     RunAction("migrate", "Migrate to another version", "The run moves to the chosen version through the migration "
               "that version declares: a new checkpoint with the upcast state, and the mapped next step.",
               "durable.migrate_run", frozenset({RunStatus.BLOCKED_VERSION}), _migrate),

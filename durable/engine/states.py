@@ -18,6 +18,7 @@ class RunStatus(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"  # an operator paused it (or its workflow's kill switch): nothing runs until it is resumed
 
 
 TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -26,6 +27,10 @@ TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED
 WAITING_STATES = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_RETRY, RunStatus.WAITING})
 # An error put the run in these states; in any other its recorded error is history (the timeline keeps it).
 ERROR_HELD = frozenset({RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION, RunStatus.BLOCKED_VERSION, RunStatus.FAILED})
+# Where an operator's pause moves a run at once; a RUNNING run is asked to pause (`Run.pause_requested_at`) and its
+# worker moves it at its next step boundary; a run held for an operator (NEEDS_ATTENTION, BLOCKED_VERSION) keeps the
+# request and pauses when it is released (durable/runtime/pausing.py).
+PAUSABLE_AT_ONCE = frozenset({RunStatus.PENDING, RunStatus.WAITING_RETRY, RunStatus.WAITING, RunStatus.WAITING_APPROVAL})
 # A worker may claim a run in these states (RUNNING only once its lease has expired).
 CLAIMABLE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING_RETRY})
 
@@ -38,6 +43,7 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.RUNNING,  # claimed by a worker
             RunStatus.NEEDS_ATTENTION,  # the sweeper's reconciler found an operation UNKNOWN while no worker held it
             RunStatus.CANCELLED,
+            RunStatus.PAUSED,  # an operator's pause, or a start held by its workflow's kill switch
         }
     ),
     RunStatus.RUNNING: frozenset(
@@ -52,21 +58,25 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.SUCCEEDED,
             RunStatus.FAILED,
             RunStatus.CANCELLED,
+            RunStatus.PAUSED,  # its worker saw a pause asked for, at a step boundary or when it claimed it
         }
     ),
     # Woken (PENDING) by a decision, an expiry or an invalidation of its request.
-    RunStatus.WAITING_APPROVAL: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
+    RunStatus.WAITING_APPROVAL: frozenset({RunStatus.PENDING, RunStatus.CANCELLED, RunStatus.PAUSED}),
     # Claimed when due (RUNNING), sent now by an operator's retry (PENDING), or held by the sweeper's reconciler.
     RunStatus.WAITING_RETRY: frozenset(
-        {RunStatus.RUNNING, RunStatus.PENDING, RunStatus.NEEDS_ATTENTION, RunStatus.CANCELLED}
+        {RunStatus.RUNNING, RunStatus.PENDING, RunStatus.NEEDS_ATTENTION, RunStatus.CANCELLED, RunStatus.PAUSED}
     ),
     # Woken (PENDING) by its timer's due time on the database's clock, a matching event or its children's end.
-    RunStatus.WAITING: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
+    RunStatus.WAITING: frozenset({RunStatus.PENDING, RunStatus.CANCELLED, RunStatus.PAUSED}),
     # Goes on (PENDING) once its last UNKNOWN operation is resolved, or its budget is raised.
     RunStatus.NEEDS_ATTENTION: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     # Resumed (its version deployed again) or migrated by an operator: PENDING.
     RunStatus.BLOCKED_VERSION: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.FAILED: frozenset({RunStatus.PENDING}),  # an operator's retry
+    # Resumed (PENDING: the visit it stopped in runs again from its checkpoint, taking up what it waited on, reusing
+    # what it recorded), or cancelled. Parked: no timer, event or decision wakes it meanwhile.
+    RunStatus.PAUSED: frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     RunStatus.SUCCEEDED: frozenset(),
     RunStatus.CANCELLED: frozenset(),
 }

@@ -28,7 +28,7 @@ from durable.engine.replay import Mismatch, RecordedCall, ReplayCursor, ReplayMi
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
-from durable.runtime import costs, heartbeat, side_effects, wakes
+from durable.runtime import costs, heartbeat, pausing, side_effects, wakes
 from durable.runtime.context import StepContext
 from durable.runtime.visit import Visit
 from durable.store import Lease, RunStore
@@ -73,6 +73,9 @@ def _advance_claimed(store: RunStore, lease: Lease, run: Run) -> AdvanceOutcome:
     if lease.resuming:
         metrics.run_resumed(run.workflow_name, run.workflow_version, lease.waited_seconds)
     try:
+        if run.pause_requested_at is not None:  # asked while it waited or was held: no step starts (the claim read it)
+            pausing.pause_now(lease)
+            return AdvanceOutcome(claimed=True)
         workflow = _pinned_workflow(store, lease, run)
         if workflow is None:
             return AdvanceOutcome(claimed=True)
@@ -162,6 +165,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
     came_from: str | None = None  # the step whose route led here, when it ran in this task
     woke_from = run.waiting_for  # the wait the run was parked on, taken up again by the visit it resumes
     meter = costs.Meter(run)  # what the run spent on model calls, kept up to date by this task's visits
+    looks = pausing.Looks(run.id)  # whether an operator asked it to pause, looked at between steps
     while True:
         if lease.seq >= budget:  # the newest checkpoint's seq is the number of visits made (seq 0: the start)
             _out_of_budget(store, lease, run, workflow, step_name, came_from, attempt, budget)
@@ -209,6 +213,9 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             # The checkpoint's (step, next_step) is the route taken: a loop's way back is recorded like any other.
             store.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
         came_from, step_name, attempt = step_name, next_step, 0
+        if looks.due(before_side_effects=bool(workflow.get_step(step_name).side_effects)) and looks.asked():
+            pausing.pause_now(lease)  # the step's checkpoint is written: the run resumes with the next one
+            return AdvanceOutcome(claimed=True, steps=done)
         if time.monotonic() >= deadline:
             store.release(lease)  # let other runs have this worker; the task re-enqueues us
             return AdvanceOutcome(claimed=True, steps=done, requeue=True)

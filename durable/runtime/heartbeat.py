@@ -46,6 +46,7 @@ from django.db import DatabaseError, connection, connections
 from durable.conf import durable_settings
 from durable.engine.errors import LeaseLost
 from durable.fleet import pool_size
+from durable.runtime import pausing
 from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.heartbeat")  # the name operators filter on, kept across the move to runtime/
@@ -358,6 +359,7 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
     unless given.
     """
     timeout = durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
+    pausing.call_made()  # the worker looks for a pause asked meanwhile at the step's end
     db.confirm_writes()  # no call leaves on a lease the last step's write may have found lost
     if lease.seconds_left() < timeout + MARGIN_SECONDS:
         db.renew(lease)  # never start a call on a lease that may run out before it returns

@@ -13,7 +13,8 @@ operator, or going on once an operator resolved what held it. Each move:
   API's 409);
 - sends the run to a worker once it is committed, when it made the run PENDING.
 
-A new kind of move (paused, waiting on a limit, forked) is a row of the table and a call of `move`.
+A new kind of move (paused, waiting on a limit, forked) is a row of the table and a call of `move`: a pause is
+`pause` (at once, or by the worker holding the run at its step boundary) after `ask_to_pause`, and `unpause`.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from uuid import UUID
 from django.db.models import Q
 from django.utils import timezone
 
-from durable.engine.states import RunStatus, checked_sources
-from durable.models import Checkpoint, Run
+from durable.engine.states import RunStatus, checked_sources, sources_of
+from durable.models import Checkpoint, PauseSwitch, Run
 from durable.runtime import dispatch
 from durable.store.base import naming_every_unknown
 
@@ -62,13 +63,27 @@ def move_all(run_ids: Collection[UUID | str], target: RunStatus, *, sources: Ite
 
 def start(*, next_step: str, state: dict[str, Any], schema_version: int, enqueue: bool = True, **fields: Any) -> Run:
     """Inside the caller's transaction: a new run, PENDING, with its first checkpoint (seq 0, before any step);
-    sent to a worker once that commits unless `enqueue` is False (the sweeper, or the caller, sends it later)."""
+    sent to a worker once that commits unless `enqueue` is False (the sweeper, or the caller, sends it later).
+    A run of a workflow whose kill switch is off is held PAUSED at once (durable/pauses.py)."""
     run = Run.objects.create(status=RunStatus.PENDING, current_step=next_step, **fields)
     Checkpoint.objects.create(run=run, seq=0, step="", next_step=next_step, state=state,
                               state_schema_version=schema_version, created_at=run.created_at)
+    if _hold_if_switched_off(run):
+        run.refresh_from_db()
+        return run
     if enqueue:
         dispatch.enqueue_on_commit(run.id)
     return run
+
+
+def _hold_if_switched_off(run: Run) -> bool:
+    """Accepted and held: PAUSED with its switch's reason, when a kill switch of its workflow (version) is off."""
+    switch = (PauseSwitch.objects.filter(workflow_name=run.workflow_name,
+                                         workflow_version__in=[PauseSwitch.EVERY_VERSION, run.workflow_version])
+              .order_by("workflow_version").first())
+    if switch is None:
+        return False
+    return pause([run.id], sources={RunStatus.PENDING}, reason=switch.reason, now=timezone.now(), by_switch=True) == 1
 
 
 def migrate(run_id: UUID | str, *, seq: int, from_version: int, to_version: int, next_step: str,
@@ -103,3 +118,47 @@ def taken_over_by_migration(run_id: UUID | str, after_visit: int, up_to_visit: i
     between = Checkpoint.objects.filter(run_id=run_id, seq__gt=after_visit, seq__lte=up_to_visit)
     return (between.filter(step__startswith=MIGRATION_CHECKPOINT_PREFIX).exists()
             and not between.filter(step=step).exists())
+
+
+# What a pause leaves on the run while it is PAUSED: its request and reason (Run.pause_requested_at, pause_reason);
+# what it waited on (`waiting_for`) stays for the visit that resumes it. Its lease is let go.
+_LET_GO = {"lease_owner": None, "lease_expires_at": None}
+
+
+def ask_to_pause(run_ids: Collection[UUID | str], *, sources: Iterable[RunStatus | str], reason: str, now: datetime,
+                 by_switch: bool = False) -> int:
+    """Ask runs in `sources` that were not asked yet to pause, without moving them: the worker holding one pauses
+    it at its next step boundary, and one held for an operator pauses when it is released (it is claimed, and its
+    worker sees the request first). How many were asked."""
+    if not run_ids:
+        return 0
+    return Run.objects.filter(id__in=list(run_ids), status__in=sorted(sources), pause_requested_at__isnull=True
+                              ).update(pause_requested_at=now, pause_reason=reason, paused_by_switch=by_switch,
+                                       updated_at=now)
+
+
+def pause(run_ids: Collection[UUID | str], *, sources: Iterable[RunStatus | str], reason: str, now: datetime,
+          by_switch: bool = False) -> int:
+    """PAUSED at once, from `sources` (runs no worker holds), with the pause's reason: how many moved. A parked
+    run stays parked: no timer, event or decision wakes a PAUSED run."""
+    return move_all(run_ids, RunStatus.PAUSED, sources=sources, pause_requested_at=now, pause_reason=reason,
+                    paused_by_switch=by_switch, **_LET_GO)
+
+
+def paused_by_worker(run_id: UUID | str, *, token: int) -> bool:
+    """The worker holding the run (fenced on its token) saw the pause asked for, at a step boundary or when it
+    claimed the run: PAUSED, its lease let go. False when the lease was lost meanwhile."""
+    return move(run_id, RunStatus.PAUSED, sources={RunStatus.RUNNING}, token=token,
+                where=Q(pause_requested_at__isnull=False), **_LET_GO)
+
+
+def unpause(run_ids: Collection[UUID | str], *, now: datetime, where: Q | None = None) -> int:
+    """PAUSED -> PENDING, sent to a worker: the visit it stopped in runs again from its checkpoint, taking up what it
+    waited on and reusing what it recorded. Also forgets a pause still only asked for (of a run that was RUNNING or
+    held for an operator). How many moved."""
+    condition = Q(id__in=list(run_ids)) & (where or Q())
+    Run.objects.filter(condition, pause_requested_at__isnull=False).exclude(status=RunStatus.PAUSED).update(
+        pause_requested_at=None, pause_reason="", paused_by_switch=False, updated_at=now)
+    return move_all(run_ids, RunStatus.PENDING, sources=sources_of(RunStatus.PENDING) & {RunStatus.PAUSED},
+                    where=where, pause_requested_at=None, pause_reason="", paused_by_switch=False,
+                    next_attempt_at=None, enqueued_at=now)

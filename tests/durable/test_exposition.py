@@ -121,7 +121,7 @@ def test_parked_runs_checkpoint_age_is_that_of_the_run_parked_longest(tmp_path):
     Checkpoint.objects.filter(run=longest).update(created_at=a_day_ago)
     found = gauges()
     assert {labels[0][1] for name, labels in found if name == "checkpoint_age_seconds"} == {
-        "WAITING_APPROVAL", "WAITING_RETRY", "WAITING", "NEEDS_ATTENTION", "BLOCKED_VERSION"}
+        "WAITING_APPROVAL", "WAITING_RETRY", "WAITING", "NEEDS_ATTENTION", "BLOCKED_VERSION", "PAUSED"}
     assert 86400 <= found[("checkpoint_age_seconds", (("status", "WAITING"),))] < 86460
 
 

@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 
 from durable.engine.states import (
     CLAIMABLE,
+    PAUSABLE_AT_ONCE,
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
@@ -64,7 +65,18 @@ def test_only_the_sweepers_reconciler_holds_a_run_no_worker_holds_for_an_operato
 
 def test_every_wait_and_hold_ends_in_pending_and_nothing_ended_goes_anywhere_but_a_retry():
     held = {RunStatus.WAITING, RunStatus.WAITING_APPROVAL, RunStatus.WAITING_RETRY, RunStatus.NEEDS_ATTENTION,
-            RunStatus.BLOCKED_VERSION, RunStatus.FAILED}
+            RunStatus.BLOCKED_VERSION, RunStatus.FAILED, RunStatus.PAUSED}
     assert held <= sources_of(RunStatus.PENDING)
     assert sources_of(RunStatus.PENDING) == held | {RunStatus.RUNNING}
     assert not any(RunStatus.SUCCEEDED in TRANSITIONS[s] for s in set(RunStatus) - {RunStatus.RUNNING})
+
+
+def test_a_paused_run_only_resumes_or_is_cancelled():
+    assert TRANSITIONS[RunStatus.PAUSED] == {RunStatus.PENDING, RunStatus.CANCELLED}
+
+
+def test_a_pause_moves_at_once_only_runs_no_worker_holds_and_no_operator_must_look_at():
+    assert PAUSABLE_AT_ONCE <= sources_of(RunStatus.PAUSED)
+    assert sources_of(RunStatus.PAUSED) == PAUSABLE_AT_ONCE | {RunStatus.RUNNING}  # RUNNING: its worker, fenced
+    assert not PAUSABLE_AT_ONCE & (TERMINAL | {RunStatus.NEEDS_ATTENTION, RunStatus.BLOCKED_VERSION})
+    assert RunStatus.PAUSED not in CLAIMABLE  # no worker takes a paused run, whatever the sweeper sends

@@ -13,7 +13,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from durable import services
+from durable import pauses, services
 from durable.engine.errors import LeaseLost
 from durable.engine.states import IllegalTransition, RunStatus, can_transition
 from durable.errors import Conflict
@@ -54,6 +54,7 @@ WORKER: dict[str, Callable[[World, Lease], Any]] = {
     "step": lambda w, lease: w.store.commit_step(lease, STEP, STEP, {"n": lease.seq + 1}, 1),
     "succeed": lambda w, lease: w.store.finish(lease, STEP, {"n": 9}, 1, {"done": True}),
     "fail": lambda w, lease: w.store.fail(lease, STEP, 1, {"message": "for good"}),
+    "pause_at_boundary": lambda w, lease: transitions.paused_by_worker(w.run.id, token=lease.token),
 }
 
 
@@ -87,6 +88,8 @@ OPERATOR: dict[str, Callable[[World], Any]] = {
     "resume": lambda w: services.resume_run(run_id=w.run.id, user=None, source="test"),
     "migrate": migrate,
     "sweeper_holds": sweeper_holds,
+    "pause": lambda w: pauses.pause_run(run_id=w.run.id, user=None, source="test"),
+    "resume_paused": lambda w: pauses.resume_run(run_id=w.run.id, user=None, source="test"),
 }
 
 actions = st.one_of(
@@ -139,7 +142,7 @@ def test_every_move_of_a_run_is_one_the_table_allows_whatever_is_done_to_it(sequ
 def test_the_actions_reach_every_status():
     """The sequences above can go everywhere the table does: a run walked through every status."""
     world = World(new_run())
-    walk = ["claim", "park", "wake", "claim", "ask_approval", "approve", "claim", "retry_later", "claim", "unknown",
+    walk = ["claim", "pause", "pause_at_boundary", "resume_paused", "claim", "park", "wake", "claim", "ask_approval", "approve", "claim", "retry_later", "claim", "unknown",
             "resolve", "claim", "block_version", "migrate", "claim", "fail", "retry", "sweeper_holds", "cancel"]
     seen = []
     for action in walk:

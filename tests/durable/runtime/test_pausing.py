@@ -1,0 +1,54 @@
+"""When the worker looks whether the run it holds was asked to pause (durable/runtime/pausing.py): at the claim,
+after a step that made a call, before a step that declares side effects; a run of steps that only compute asks
+nothing per step. Counted in queries, in this process (the real-worker proof is test_pausing_worker.py)."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from durable import pauses, services
+from durable.engine.states import RunStatus
+from durable.models import Run
+from durable.runtime import executor
+from tests.durable.workflows import calls_in
+
+pytestmark = pytest.mark.django_db
+
+LOOK = "pause_requested_at\" IS NOT NULL"
+
+
+def looks(queries: CaptureQueriesContext) -> int:
+    return sum(LOOK in query["sql"] for query in queries.captured_queries)
+
+
+@pytest.fixture(autouse=True)
+def rarely(settings):
+    settings.DURABLE_PAUSE_LOOK_SECONDS = 3600  # no look falls due by the clock during a test
+
+
+def test_a_run_of_steps_that_only_compute_looks_at_no_boundary():
+    run, _ = services.start_run(workflow="test-trivial", input={}, business_key="pure")
+    with CaptureQueriesContext(connection) as queries:
+        outcome = executor.advance(run.id)
+    assert outcome.steps == 10 and looks(queries) == 0
+
+
+def test_after_each_step_that_made_a_call_the_worker_looks(tmp_path):
+    calls = tmp_path / "calls"
+    run, _ = services.start_run(workflow="test-counting", input={"calls_file": str(calls)}, business_key="calls")
+    with CaptureQueriesContext(connection) as queries:
+        executor.advance(run.id)
+    assert calls_in(calls) == ["a1", "a2", "a3", "a4"]
+    assert looks(queries) == 2  # after s1 and s2; s3 was the last step
+
+
+def test_a_run_asked_to_pause_while_it_waited_pauses_when_claimed_before_any_step(tmp_path):
+    calls = tmp_path / "calls"
+    run, _ = services.start_run(workflow="test-counting", input={"calls_file": str(calls)}, business_key="held")
+    Run.objects.filter(id=run.id).update(status=RunStatus.NEEDS_ATTENTION)  # held for an operator
+    pauses.pause_run(run_id=run.id, user=None, source="api", reason="look first")
+    Run.objects.filter(id=run.id).update(status=RunStatus.PENDING)  # the operator released it
+    outcome = executor.advance(run.id)
+    run.refresh_from_db()
+    assert (outcome.steps, run.status, run.lease_owner, calls_in(calls)) == (0, RunStatus.PAUSED, None, [])
