@@ -90,8 +90,8 @@ class ConversationCost:
 
     def line(self) -> str:
         if self.note:
-            return f"  {self.system:<10} {self.note}"
-        return (f"  {self.system:<10} database grew {self.grown_bytes / 1e6:7.2f} MB = {self.growth_ratio:5.2f} x the "
+            return f"  {self.system:<25} {self.note}"
+        return (f"  {self.system:<25} database grew {self.grown_bytes / 1e6:7.2f} MB = {self.growth_ratio:5.2f} x the "
                 f"conversation; a visit (median): first {ENDS} {self.first_ms:6.2f} ms, last {ENDS} "
                 f"{self.last_ms:6.2f} ms = {self.time_ratio:4.2f} x; "
                 f"{sum(self.visit_ms) / 1000:.1f} s in all")
