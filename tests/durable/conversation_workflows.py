@@ -5,7 +5,7 @@ worker processes."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from durable import Workflow, register
 
-STARTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
+STARTED = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Turn(BaseModel):
