@@ -15,6 +15,7 @@ from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS
+from durable.store.checkpoints import state_at
 from durable.tools.demo import support_agent as support_agent_module
 from durable.tools.demo.support_agent import MAX_VISITS
 from durable.tools.demo.support_model import ScriptedSupportModel, assistant, tool_call
@@ -102,6 +103,18 @@ def test_a_question_looks_up_the_order_and_the_tickets_at_once_then_answers(mode
     assert len(model_calls) == 2 and not SideEffect.objects.filter(run=run).exists()
     assert tool_answers(run)[1] == {"customer": "Barbara Liskov", "tickets": []}
 
+
+
+def test_each_turn_checkpoints_the_messages_it_added_not_the_conversation_again(model_calls, sandbox):
+    """The conversation grows at every visit of think and act: each checkpoint after the first stores the
+    messages appended (docs/state-storage.md), and reads back whole."""
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    grown = [row.delta["keys"]["messages"] for row in run.checkpoints.filter(seq__gte=2).order_by("seq")
+             if row.delta and "messages" in row.delta.get("keys", {})]
+    assert len(grown) == 2 and all(set(change) == {"+"} for change in grown)  # act, then think
+    assert len(state_at(run.id, run.checkpoint_seq)["messages"]) == len(state_at(run.id, 1)["messages"]) + sum(
+        len(change["+"]) for change in grown)
 
 def test_each_model_call_says_what_it_used_and_the_run_what_it_cost(model_calls, sandbox, settings):
     settings.DURABLE_LLM_PRICES = {"scripted-support": {"input": "0.15", "output": "0.60"}}
