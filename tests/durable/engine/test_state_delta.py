@@ -8,11 +8,14 @@ from durable.engine.state_delta import (
     FULL_FLOOR_BYTES,
     FULL_WHEN_DIFFERENCES_WEIGH,
     Chain,
+    TooLarge,
     apply,
     copied,
     diff,
+    refuse_too_large,
     replay,
     same,
+    weight,
 )
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
@@ -95,3 +98,20 @@ def test_a_full_checkpoint_is_due_by_count_or_by_the_weight_of_the_differences()
     assert (chain.base, chain.since_count, chain.since_bytes) == (2, 0, 0)
     weight = FULL_WHEN_DIFFERENCES_WEIGH * 5000
     assert not chain.wants_full(weight, every=1000) and chain.wants_full(weight + 1, every=1000)
+
+
+def test_a_value_s_weight_is_about_its_json_text_s_length():
+    value = {"messages": ["a" * 4000, "é" * 100], "n": 1, "nested": [{"k": None}, 1.5, True]}
+    assert abs(weight(value) - len(json.dumps(value, ensure_ascii=False).encode())) < 60
+
+
+def test_a_value_over_the_limit_is_refused_naming_it_and_its_size():
+    refuse_too_large({"text": "x" * 100}, what="the state after step 'turn'", kind="state_too_large", limit=0)
+    try:
+        refuse_too_large({"text": "x" * 3_000_000}, what="the state after step 'turn'", kind="state_too_large",
+                         limit=1_000_000)
+    except TooLarge as exc:
+        assert (exc.kind, exc.retryable) == ("state_too_large", False)
+        assert str(exc).startswith("the state after step 'turn' weighs about 3.0 MB as JSON, over the limit of 1.0 MB")
+    else:
+        raise AssertionError("a state of 3 MB passed a limit of 1 MB")
