@@ -31,6 +31,9 @@ Delta = dict[str, Any]
 # only grows stores a full copy at geometrically spaced visits, so storage stays linear in the state's size.
 FULL_WHEN_DIFFERENCES_WEIGH = 8
 FULL_FLOOR_BYTES = 2048
+# A state lighter than this is written whole at every checkpoint: its difference would weigh about as much, and
+# skipping the comparison keeps a small state's step as cheap as it was (durable_bench --in-process).
+SMALL_STATE_BYTES = 1024
 
 
 def same(a: Any, b: Any) -> bool:
@@ -178,6 +181,11 @@ class Chain:
     full_bytes: int  # what that full checkpoint's state weighs, as JSON
     since_bytes: int = 0  # what the differences after it weigh together
     since_count: int = 0  # how many differences there are after it
+
+    def stores_differences(self) -> bool:
+        """Whether the next checkpoint may store a difference: not while the state is small (its full checkpoint,
+        the newest, weighed under SMALL_STATE_BYTES)."""
+        return self.base != self.seq or self.full_bytes >= SMALL_STATE_BYTES
 
     def wants_full(self, delta_bytes: int, every: int) -> bool:
         """Whether the next checkpoint, whose difference weighs `delta_bytes`, should be full: `every` differences

@@ -38,8 +38,9 @@ class Stored:
 def to_store(chain: Chain | None, seq: int, state: Any) -> tuple[Stored, Chain]:
     """How checkpoint `seq` stores `state`, and what the writer knows after it. A difference when `chain` is the
     checkpoint before (the writer's own, from its resume or its last write) and a full one is not due; whole
-    otherwise (a run's first checkpoint in this process, or an operator's, in between, moved the run on)."""
-    if chain is not None and chain.seq == seq - 1:
+    otherwise (a run's first checkpoint in this process, or an operator's, in between, moved the run on; or
+    the state is small)."""
+    if chain is not None and chain.seq == seq - 1 and chain.stores_differences():
         delta = json.dumps(diff(chain.state, state) or {})  # {}: nothing changed
         if not chain.wants_full(len(delta), durable_settings.DURABLE_CHECKPOINT_FULL_EVERY):
             chain.wrote_delta(seq, state, len(delta))

@@ -40,7 +40,8 @@ def test_a_run_s_checkpoints_read_back_as_the_states_written(db):
         db_store.commit_step(lease, "step1", "step1", state, 1)
         written[turn] = json.loads(json.dumps(state))
     rows = Checkpoint.objects.filter(run_id=run.id, seq__gte=1).order_by("seq")
-    assert [row.state is None for row in rows][:3] == [True, True, True]  # differences, not whole states
+    # Whole while the state is small (under 1 KB), then differences.
+    assert [row.state is None for row in rows][:6] == [False, False, False, False, True, True]
     assert states_at(run.id, written) == written
     assert all(state_at(run.id, seq) == state for seq, state in written.items())
     db_store.release(lease)
@@ -51,12 +52,15 @@ def test_a_run_s_checkpoints_read_back_as_the_states_written(db):
 @pytest.mark.django_db
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
-@given(st.lists(states, min_size=1, max_size=8), st.integers(1, 4))
-def test_any_sequence_of_states_reads_back_exactly(sequence, every):
+@given(st.lists(states, min_size=1, max_size=8), st.integers(1, 4), st.booleans())
+def test_any_sequence_of_states_reads_back_exactly(sequence, every, padded):
     """Random appends, edits, deletions and nested values, with full checkpoints every few: each checkpoint reads
-    as what was written, and a resume goes on from the newest, whole and in between."""
+    as what was written, and a resume goes on from the newest, whole and in between. Padded, the states weigh
+    over 1 KB: checkpoints store differences; else most are small, stored whole."""
     from django.test import override_settings
 
+    if padded:
+        sequence = [{**state, "padding": "p" * 1100} for state in sequence]
     with override_settings(DURABLE_CHECKPOINT_FULL_EVERY=every):
         run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
         db_store, lease = store(), claimed(run.id)
@@ -75,10 +79,11 @@ def test_a_run_in_flight_across_the_upgrade_resumes_from_its_whole_state(db):
     """A checkpoint written before differences existed holds the whole state (base NULL): a resume reads it,
     and the next checkpoint is a difference from it."""
     run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
-    Checkpoint.objects.filter(run_id=run.id, seq=0).update(state={"old": ["a", "b"]})
+    old = ["a" * 600, "b" * 600]
+    Checkpoint.objects.filter(run_id=run.id, seq=0).update(state={"old": old})
     db_store, lease = store(), claimed(run.id)
-    assert db_store.resume_point(lease).state == {"old": ["a", "b"]}
-    db_store.commit_step(lease, "step1", "step2", {"old": ["a", "b", "c"]}, 1)
+    assert db_store.resume_point(lease).state == {"old": old}
+    db_store.commit_step(lease, "step1", "step2", {"old": [*old, "c"]}, 1)
     row = Checkpoint.objects.get(run_id=run.id, seq=1)
     assert (row.state, row.delta, row.base) == (None, {"keys": {"old": {"+": ["c"]}}}, 0)
 
