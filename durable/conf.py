@@ -75,6 +75,12 @@ SETTINGS: dict[str, Setting] = {
                                                "the sweeper's automatic reconciler looks at it."),
     "DURABLE_RETENTION_DAYS": Setting(0.0, "number", "Finished runs older than this many days lose their "
                                       "checkpoints (but the last) and journal; 0 keeps everything."),
+    "DURABLE_CHECKPOINT_FULL_EVERY": Setting(500, "count", "A checkpoint stores what changed since the one "
+                                             "before; every this many, at most, it stores the whole state "
+                                             "(docs/state-storage.md)."),
+    "DURABLE_MAX_VALUE_BYTES": Setting(32_000_000, "count", "A step's state or an activity's result heavier than "
+                                       "this as JSON fails the step for good, with an error naming it and its "
+                                       "size (0: no limit; Postgres refuses a jsonb value over 255 MB)."),
     "DURABLE_WORKFLOW_MODULES": Setting([], "modules", "Modules imported at start-up that register workflows "
                                         "(`@register`); the standalone project lists the demo's."),
     "DURABLE_QUEUE": Setting(None, "text", "The Celery queue runs are sent to; unset: the Celery app's "

@@ -20,6 +20,7 @@ from durable.registry import UnknownWorkflow, WorkflowRegistry, registry
 from durable.replay_records import from_database
 from durable.replayer import RunReplay, replay_runs
 from durable.runtime.executor import run_contract
+from durable.store.checkpoints import state_at
 from durable.workflow import Workflow
 
 
@@ -77,7 +78,10 @@ def blocked_runs(workflows: WorkflowRegistry = registry) -> Iterator[BlockedRun]
             workflow: Workflow | None = workflows.get(run.workflow_name, run.workflow_version)
         except UnknownWorkflow:
             workflow = None
-        refusal = resume_refusal(run, run.point_state or {}, run.point_schema or 1, workflow)
+        point_state = run.point_state
+        if point_state is None and run.point_schema is not None:  # the newest checkpoint stores what changed
+            point_state = state_at(run.id, run.checkpoint_seq)
+        refusal = resume_refusal(run, point_state or {}, run.point_schema or 1, workflow)
         if refusal is not None:
             yield BlockedRun(str(run.id), run.workflow_name, run.workflow_version, run.status, run.current_step,
                              refusal, covering_migration(run, workflows))

@@ -168,7 +168,12 @@ class Checkpoint(models.Model):
     seq = models.PositiveIntegerField()
     step = models.CharField(max_length=100, help_text="the step that completed")
     next_step = models.CharField(max_length=100, blank=True, help_text="empty when the run finished")
-    state = models.JSONField()
+    # A full checkpoint stores the whole state; the others store `delta`, what changed since the checkpoint
+    # before, and `base`, the full one they build on. Read a checkpoint's state with durable.store.checkpoints
+    # (docs/state-storage.md). Rows written before differences existed are full (base NULL).
+    state = models.JSONField(null=True, blank=True, help_text="the whole state; NULL when `delta` holds it")
+    delta = models.JSONField(null=True, blank=True, help_text="what changed since the checkpoint before")
+    base = models.PositiveIntegerField(null=True, blank=True, help_text="the full checkpoint a difference builds on")
     state_schema_version = models.PositiveIntegerField()
     created_at = models.DateTimeField()
 

@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from durable.engine.replay import RecordedCall
 from durable.engine.states import TERMINAL
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.store.checkpoints import states_at
 
 EXPORT_FORMAT = "durable-replay/1"
 
@@ -133,8 +134,14 @@ def from_database(runs: QuerySet[Run]) -> Iterator[RecordedRun]:
 
 
 def _checkpoints(run: Run) -> list[dict[str, Any]]:
-    return [dict(row) for row in Checkpoint.objects.filter(run=run).order_by("seq").values(
+    """Each checkpoint with its whole state (a difference's row holds none: docs/state-storage.md)."""
+    rows: list[dict[str, Any]] = [dict(row) for row in Checkpoint.objects.filter(run=run).order_by("seq").values(
         "seq", "step", "next_step", "state", "state_schema_version")]
+    states = states_at(run.id, [row["seq"] for row in rows if row["state"] is None])
+    for row in rows:
+        if row["state"] is None:
+            row["state"] = states.get(row["seq"])
+    return rows
 
 
 def _calls(run: Run) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from durable.models import JournalEntry, Run
 from durable.permissions import Caller
 from durable.registry import UnknownWorkflow, registry
 from durable.runtime import transitions
+from durable.store.checkpoints import state_at
 from durable.workflow import Workflow
 
 
@@ -43,7 +44,8 @@ def migrate_run(*, run_id: UUID | str, to_version: int, user: Caller | None, sou
     if checkpoint is None:  # every started run has its first; a run without one has nothing to take over
         raise Conflict("this run has no checkpoint to migrate", current=run.status)
     try:
-        state = target.state.model_validate(migration.upcast(dict(checkpoint.state))).model_dump(mode="json")
+        state = target.state.model_validate(migration.upcast(dict(state_at(run.id, checkpoint.seq)))
+                                            ).model_dump(mode="json")
     except ValidationError as exc:
         raise Conflict(f"the migrated state does not fit v{to_version}'s state model: {exc}", current=run.status) from None
     try:

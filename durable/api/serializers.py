@@ -20,6 +20,7 @@ from durable.engine.limits import REASON_MAX_LENGTH
 from durable.engine.states import RunStatus
 from durable.engine.waits import WaitingFor
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
+from durable.store.checkpoints import fill_states
 
 
 class TextJSONField(serializers.JSONField):
@@ -197,10 +198,27 @@ class CancelledRunSerializer(RunSerializer):
         read_only_fields = fields
 
 
+class CheckpointListSerializer(serializers.ListSerializer):
+    """A run's checkpoints, each with its whole state: a difference's row holds what changed, so the states are
+    read together, each row once (durable.store.checkpoints)."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        checkpoints = list(data.all() if hasattr(data, "all") else data)
+        fill_states(checkpoints)
+        return super().to_representation(checkpoints)
+
+
 class CheckpointSerializer(serializers.ModelSerializer):
+    state = serializers.JSONField(read_only=True, help_text="the state the step returned, whole")
+
     class Meta:
+        list_serializer_class = CheckpointListSerializer
         model = Checkpoint
         fields = ["seq", "step", "next_step", "state", "state_schema_version", "created_at"]
+
+    def to_representation(self, instance: Checkpoint) -> dict[str, Any]:
+        fill_states([instance])  # a no-op when the list read them all
+        return dict(super().to_representation(instance))
 
 
 class JournalEntrySerializer(serializers.ModelSerializer):

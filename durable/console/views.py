@@ -45,6 +45,7 @@ from durable.engine.waits import WaitKind
 from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, Run
 from durable.permissions import can_see_contents, contents_required, permission_required
+from durable.store.checkpoints import fill_states
 
 VIEW = "durable.view_run"
 PAGE = 50
@@ -114,6 +115,7 @@ def run_detail(request: ConsoleRequest, run_id: UUID) -> HttpResponse:
 @require_safe
 def checkpoint_state(request: ConsoleRequest, run_id: UUID, seq: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=run_id, seq=seq)
+    fill_states([checkpoint])  # a difference's row holds what changed: show the whole state
     return fragment_or_page(request, "durable/_checkpoint_state.html", "durable/checkpoint.html",
                              {"checkpoint": checkpoint})
 

@@ -25,6 +25,7 @@ from durable.engine.errors import (
     refuse_unstorable,
 )
 from durable.engine.replay import Mismatch, RecordedCall, ReplayCursor, ReplayMismatch
+from durable.engine.state_delta import refuse_too_large
 from durable.engine.topology import shapes_from_json
 from durable.models import JournalEntry, Run
 from durable.registry import UnknownWorkflow, registry
@@ -255,6 +256,8 @@ def _what_to_write(workflow: Workflow, step_name: str, state: BaseModel, *, last
     database cannot store them, so the run fails for good instead of resuming into the same write error."""
     state_json = state.model_dump(mode="json")
     refuse_unstorable(state_json, what=f"state after step {step_name!r}", kind="state_not_storable")
+    refuse_too_large(state_json, what=f"the state after step {step_name!r}", kind="state_too_large",
+                     limit=durable_settings.DURABLE_MAX_VALUE_BYTES)
     if not last:
         return state_json, None
     output = workflow.build_output(state)

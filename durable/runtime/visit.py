@@ -14,9 +14,11 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from durable import metrics, tracing
+from durable.conf import durable_settings
 from durable.engine.costs import PricedUsage, UsageOf
 from durable.engine.errors import refuse_unstorable
 from durable.engine.replay import RecordedCall, ReplayCursor
+from durable.engine.state_delta import refuse_too_large
 from durable.runtime import costs
 from durable.store import Lease, RunStore
 
@@ -98,4 +100,6 @@ class Visit:
         """The answer as it is recorded (JSON), refused before it is recorded if the database cannot store it."""
         result = to_json(answer)
         refuse_unstorable(result, what=f"the result of activity {name!r}", kind="result_not_storable")
+        refuse_too_large(result, what=f"the result of activity {name!r}", kind="result_too_large",
+                         limit=durable_settings.DURABLE_MAX_VALUE_BYTES)
         return result

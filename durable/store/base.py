@@ -19,9 +19,11 @@ from durable.engine.json_values import storable_text
 from durable.engine.ledger import OperationStatus
 from durable.engine.notifications import EventKind
 from durable.engine.replay import RecordedCall
+from durable.engine.state_delta import Chain
 from durable.engine.states import CLAIMABLE, TERMINAL, RunStatus, check_transition, checked_sources
 from durable.models import Checkpoint, JournalEntry, Run, RunEvent, SideEffect
 from durable.signals import operator_event
+from durable.store.checkpoints import chain_rows, resumed, to_store
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Lease:
     # What the claim read along with the lease (Postgres: one statement), handed out once by
     # resume_point and recorded_calls; None: those read it themselves.
     prefetched: Prefetched | None = field(default=None, repr=False, compare=False)
+    # The newest checkpoint's state as this worker read or wrote it: the next checkpoint stores what changed
+    # (durable.store.checkpoints.to_store); None: it stores the whole state.
+    chain: Chain | None = field(default=None, repr=False, compare=False)
 
     def extended(self, now: datetime) -> datetime:
         """The expiry a fenced write sets from `now`; noted as this worker's latest renewal."""
@@ -143,8 +148,10 @@ class RunStore:
         return claimed_lease(run, owner, lease_seconds, now, before), run
 
     def resume_point(self, lease: Lease) -> ResumePoint:
-        cp = Checkpoint.objects.get(run_id=lease.run_id, seq=lease.seq)
-        return ResumePoint(cp.seq, cp.next_step, cp.state, cp.state_schema_version)
+        next_step, schema_version = Checkpoint.objects.filter(run_id=lease.run_id, seq=lease.seq).values_list(
+            "next_step", "state_schema_version").get()
+        state, lease.chain = resumed(chain_rows(lease.run_id, lease.seq))
+        return ResumePoint(lease.seq, next_step, state, schema_version)
 
     def checkpoint_step(self, lease: Lease) -> str:
         """The step the newest checkpoint completed ("" for the run's start): where its route came from."""
@@ -441,8 +448,9 @@ class RunStore:
 
     def _checkpoint(self, lease: Lease, now: datetime, step: str, next_step: str,
                     state: dict[str, Any], schema_version: int) -> None:
+        stored, lease.chain = to_store(lease.chain, lease.seq + 1, state)
         Checkpoint.objects.create(
-            run_id=lease.run_id, seq=lease.seq + 1, step=step, next_step=next_step, state=state,
+            run_id=lease.run_id, seq=lease.seq + 1, step=step, next_step=next_step, **stored.fields(),
             state_schema_version=schema_version, created_at=now,
         )
 

@@ -38,12 +38,14 @@ from durable.store.base import (
     claim_fields,
     claimed_lease,
 )
+from durable.store.checkpoints import resumed, to_store
 from durable.store.rows import RowReader
 from durable.store.statements import run_statement
 
 # The portable claim's rule in one statement (free: no owner, or expired; due; claimable), which
 # also returns what the executor reads next: the newest checkpoint and the recorded activity
-# results of the visit it starts (its step from that checkpoint; NULL: recorded before visits
+# results of the visit it starts (its state: its full checkpoint and the differences after it, in seq order,
+# durable.store.checkpoints; its step from that checkpoint; NULL: recorded before visits
 # existed, RunStore.recorded_calls). Those two reads see the statement's snapshot, taken before the row lock was granted:
 # if another transaction wrote the run meanwhile (its fenced writes always update the run row
 # with the checkpoint or journal entry they add), `resume_fresh` is false and the store reads
@@ -67,7 +69,10 @@ WITH seen AS (
               before.lease_expires_at AS before_lease_expires_at, before.updated_at AS before_updated_at,
               before.version = (SELECT version FROM seen) AS resume_fresh
 )
-SELECT claimed.*, cp.next_step AS resume_next_step, cp.state::text AS resume_state,
+SELECT claimed.*, cp.next_step AS resume_next_step,
+       (SELECT json_agg(json_build_array(c.seq, c.state, c.delta) ORDER BY c.seq)::text
+          FROM durable_checkpoint AS c
+         WHERE c.run_id = claimed.id AND c.seq BETWEEN COALESCE(cp.base, cp.seq) AND cp.seq) AS resume_chain,
        cp.state_schema_version AS resume_schema_version,
        (SELECT json_agg(json_build_array(j.call_index, j.name, j.result) ORDER BY j.call_index)::text
           FROM durable_journalentry AS j
@@ -79,13 +84,17 @@ SELECT claimed.*, cp.next_step AS resume_next_step, cp.state::text AS resume_sta
 # The run's columns in the model's field order, so the row becomes a Run by position.
 _RUNS = RowReader(Run)
 _CLAIM_EXTRAS = ("before_status", "before_next_attempt_at", "before_lease_expires_at", "before_updated_at",
-                 "resume_fresh", "resume_next_step", "resume_state", "resume_schema_version", "resume_calls")
+                 "resume_fresh", "resume_next_step", "resume_chain", "resume_schema_version", "resume_calls")
 _CLAIM_SQL = _CLAIM_SQL.format(run_columns=_RUNS.columns("run"))
 
 _CLAIMABLE = sorted(status.value for status in checked_sources(RunStatus.RUNNING, CLAIMABLE))
 
 _RESUME_POINT_SQL = """
-SELECT seq, next_step, state, state_schema_version FROM durable_checkpoint WHERE run_id = %s AND seq = %s
+SELECT cp.next_step, cp.state_schema_version,
+       (SELECT json_agg(json_build_array(c.seq, c.state, c.delta) ORDER BY c.seq)::text
+          FROM durable_checkpoint AS c
+         WHERE c.run_id = cp.run_id AND c.seq BETWEEN COALESCE(cp.base, cp.seq) AND cp.seq)
+  FROM durable_checkpoint AS cp WHERE cp.run_id = %s AND cp.seq = %s
 """
 
 _RECORDED_CALLS_SQL = """
@@ -104,14 +113,15 @@ WITH fenced AS (
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
  RETURNING id
 )
-INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schema_version, created_at)
-SELECT id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
+INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, delta, base, state_schema_version, created_at)
+SELECT id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb, %(delta)s::jsonb, %(base)s, %(schema_version)s,
+       %(now)s FROM fenced
 """
 
 # The same, sent while the next step runs (durable/store/in_flight.py): its parameters' types by OID.
 _STEP_WRITE = in_flight.PreparedWrite.of("durable_step_write", _STEP_SQL, {
-    "run_id": 2950, "token": 20, "seq": 23, "step": 25, "next_step": 25, "state": 25, "schema_version": 23,
-    "now": 1184, "lease_expires_at": 1184})  # uuid, int8, int4, text, timestamptz
+    "run_id": 2950, "token": 20, "seq": 23, "step": 25, "next_step": 25, "state": 25, "delta": 25, "base": 23,
+    "schema_version": 23, "now": 1184, "lease_expires_at": 1184})  # uuid, int8, int4, text, timestamptz
 
 # The last step: the run's status changes, the lease is released. A retry's error is cleared: it belongs
 # to the timeline (the journal's RETRY_SCHEDULED entries), and a run that succeeded has none.
@@ -123,14 +133,15 @@ WITH fenced AS (
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
  RETURNING id
 )
-INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, state_schema_version, created_at)
-SELECT id, %(seq)s, %(step)s, '', %(state)s::jsonb, %(schema_version)s, %(now)s FROM fenced
+INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, delta, base, state_schema_version, created_at)
+SELECT id, %(seq)s, %(step)s, '', %(state)s::jsonb, %(delta)s::jsonb, %(base)s, %(schema_version)s, %(now)s
+  FROM fenced
 """
 
 # The same, sent behind the previous step's write while that one is still in flight: one wait for both.
 _FINISH_WRITE = in_flight.PreparedWrite.of("durable_finish_write", _FINISH_SQL, {
-    "run_id": 2950, "token": 20, "seq": 23, "step": 25, "state": 25, "schema_version": 23, "now": 1184,
-    "output": 25})
+    "run_id": 2950, "token": 20, "seq": 23, "step": 25, "state": 25, "delta": 25, "base": 23, "schema_version": 23,
+    "now": 1184, "output": 25})
 
 # A write within a step (an activity's result, a ledger move) writes nothing if the token no longer
 # holds, and, like a step's write, changes no indexed column unless the lease is due for renewal
@@ -251,7 +262,7 @@ class PostgresRunStore(RunStore):
         before = {name: getattr(run, f"before_{name}") for name in BEFORE_CLAIM}
         lease = claimed_lease(run, owner, lease_seconds, now, before)
         if getattr(run, "resume_fresh"):  # the claim's extras are attributes RowReader set by name
-            lease.prefetched = _prefetched(run)
+            lease.prefetched = _prefetched(run, lease)
         return lease, run
 
     def resume_point(self, lease: Lease) -> ResumePoint:
@@ -259,9 +270,9 @@ class PostgresRunStore(RunStore):
         if prefetched is not None and prefetched.point is not None and prefetched.point.seq == lease.seq:
             point, prefetched.point = prefetched.point, None  # handed out once: later calls read afresh
             return point
-        _, row = run_statement(_RESUME_POINT_SQL, [lease.run_id, lease.seq], "one")
-        seq, next_step, state, schema_version = row
-        return ResumePoint(seq, next_step, _json(state), schema_version)
+        _, (next_step, schema_version, rows) = run_statement(_RESUME_POINT_SQL, [lease.run_id, lease.seq], "one")
+        state, lease.chain = resumed(_json(rows))
+        return ResumePoint(lease.seq, next_step, state, schema_version)
 
     def recorded_calls(self, lease: Lease, step: str) -> list[RecordedCall]:
         prefetched = lease.prefetched
@@ -369,13 +380,14 @@ class PostgresRunStore(RunStore):
         return now if moved else None
 
 
-def _prefetched(run: Run) -> Prefetched:
-    """What the claim statement read beside the run: its newest checkpoint, its recorded results."""
+def _prefetched(run: Run, lease: Lease) -> Prefetched:
+    """What the claim statement read beside the run: its newest checkpoint, its recorded results. The lease
+    learns the newest checkpoint's state (its next checkpoint stores what changed)."""
     extra = {name: getattr(run, name) for name in _CLAIM_EXTRAS}  # set by name by RowReader.instance
     point = None
-    if extra["resume_state"] is not None:  # the checkpoint at the run's checkpoint_seq exists
-        point = ResumePoint(run.checkpoint_seq, extra["resume_next_step"], _json(extra["resume_state"]),
-                            extra["resume_schema_version"])
+    if extra["resume_chain"] is not None:  # the checkpoint at the run's checkpoint_seq exists
+        state, lease.chain = resumed(_json(extra["resume_chain"]))
+        point = ResumePoint(run.checkpoint_seq, extra["resume_next_step"], state, extra["resume_schema_version"])
     return Prefetched(point, [RecordedCall(*row) for row in _json(extra["resume_calls"]) or []],
                       extra["resume_next_step"])
 
@@ -404,8 +416,11 @@ def _send_behind(db: Any, statement: in_flight.PreparedWrite, params: dict[str, 
 
 
 def _step_params(lease: Lease, now: datetime, step: str, state: dict[str, Any], schema_version: int) -> dict[str, Any]:
+    """A checkpoint's parameters: its state stored whole or as what changed (durable.store.checkpoints)."""
+    stored, lease.chain = to_store(lease.chain, lease.seq + 1, state)
     return {"run_id": lease.run_id, "token": lease.token, "seq": lease.seq + 1, "step": step,
-            "state": json.dumps(state), "schema_version": schema_version, "now": now}
+            "state": stored.full, "delta": stored.delta, "base": stored.base, "schema_version": schema_version,
+            "now": now}
 
 
 def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:

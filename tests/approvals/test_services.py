@@ -14,6 +14,7 @@ from durable.engine.approvals import snapshot_hash
 from durable.engine.states import RunStatus
 from durable.errors import Conflict, Forbidden, InvalidInput
 from durable.models import JournalEntry, Run
+from durable.store.checkpoints import state_at
 from tests.approvals.flow import decide, waiting_claim
 from tests.audit import operator_actions
 from tests.conftest import make_user
@@ -133,7 +134,7 @@ def test_a_refund_over_1000_needs_two_different_approvers(demo, ann, bob):
     assert decide(request, bob).status == "APPROVED"
     run = advance(run)
     assert run.status == RunStatus.SUCCEEDED
-    assert sorted(run.checkpoints.last().state["approval"]["approved_by"]) == ["ann", "bob"]
+    assert sorted(state_at(run.id, run.checkpoints.last().seq)["approval"]["approved_by"]) == ["ann", "bob"]
     assert [r["amount"] for r in refunds(demo)] == ["1450.00"]
 
 

@@ -12,6 +12,7 @@ from approvals.models import ApprovalRequest
 from durable import services
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
+from durable.store.checkpoints import state_at
 from durable.tools.processes import WorkerProcess
 from tests.approvals.flow import decide
 from tests.audit import operator_actions
@@ -66,7 +67,7 @@ def test_with_v1_retired_the_paused_run_is_blocked_until_an_operator_migrates_it
     run.refresh_from_db()
     assert run.workflow_version == 2
     assert steps_run(run) == ["", "lookup", "migration v1->v2", "risk_check", "approval", "payment"]
-    assert run.checkpoints.last().state["approval"]["request"] == str(request.id)  # the human's approval, revalidated
+    assert state_at(run.id, run.checkpoints.last().seq)["approval"]["request"] == str(request.id)  # the human's approval, revalidated
     assert len(sandbox.state.list_refunds()) == 1
     assert operator_actions().filter(run=run, action="migrate_version", reason="v1 is retired").exists()
     assert JournalEntry.objects.filter(run=run, name="migrate_version").exists()

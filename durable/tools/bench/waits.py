@@ -151,16 +151,16 @@ def timers(count: int, account: Any, timeout: float, shortest: float, longest: f
 def _timer_latencies(run_ids: list[UUID]) -> list[tuple[float, float, float]]:
     """Per run: the sleep's length in seconds, and the milliseconds from its due time to its wake (the armed timer's
     or the sweep's UPDATE, which notes when it sent the run) and to the step running on (its last state)."""
-    from durable.models import Checkpoint, JournalEntry, Run
+    from durable.models import JournalEntry, Run
 
     due = {run_id: datetime.fromisoformat((detail or {})["until"]).timestamp() for run_id, detail in
            JournalEntry.objects.filter(run_id__in=run_ids, kind=JournalEntry.Kind.WAIT).values_list("run_id", "detail")}
     sent = {run_id: woken.timestamp() for run_id, woken in Run.objects.filter(id__in=run_ids).values_list(
         "id", "enqueued_at") if woken is not None}
-    newest: dict[UUID, Parked] = {}
-    for run_id, state in Checkpoint.objects.filter(run_id__in=run_ids).order_by("run_id", "seq").values_list(
-            "run_id", "state"):
-        newest[run_id] = Parked.model_validate(state)
+    from durable.store.checkpoints import state_at
+
+    newest = {run_id: Parked.model_validate(state_at(run_id, seq)) for run_id, seq in
+              Run.objects.filter(id__in=run_ids).values_list("id", "checkpoint_seq")}
     return [(newest[run_id].seconds, (sent[run_id] - due[run_id]) * 1000,
              (newest[run_id].resumed_at - due[run_id]) * 1000) for run_id in run_ids]
 

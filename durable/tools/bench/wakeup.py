@@ -161,15 +161,16 @@ def _wait(run_id: Any, status: str, timeout: float) -> Probe:
 def wait_for_state(run_id: Any, status: str, timeout: float, model: type[State]) -> State:
     """Poll until the run has `status` (every 2 ms: the steps note their own start, so polling adds nothing to
     what is measured); its newest checkpoint's state."""
-    from durable.models import Checkpoint, Run
+    from durable.models import Run
+    from durable.store.checkpoints import state_at
 
     deadline = time.monotonic() + timeout
     while Run.objects.filter(id=run_id).values_list("status", flat=True).first() != status:
         if time.monotonic() > deadline:
             raise RuntimeError(f"probe run {run_id} did not reach {status} within {timeout:.0f}s")
         time.sleep(0.002)
-    newest = Checkpoint.objects.filter(run_id=run_id).order_by("-seq").first()
-    return model.model_validate(newest.state if newest else {})
+    seq = Run.objects.filter(id=run_id).values_list("checkpoint_seq", flat=True).get()
+    return model.model_validate(state_at(run_id, seq))
 
 
 def _join(user: Any, role: str) -> None:

@@ -14,6 +14,7 @@ from durable.agents.openai_agents import MODEL_ACTIVITY, DurableAgent, usage_of
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.store.checkpoints import state_at
 from durable.tools.demo import support_agent_openai_agents as twin
 from durable.tools.demo.support_model import assistant, tool_call
 from tests.approvals.flow import decide
@@ -156,7 +157,7 @@ def test_an_email_asked_again_with_another_text_is_not_sent_and_the_model_is_tol
     run = advance(start(QUESTION))
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert effects(sandbox, "notifications") == 1 and run.output["email_ids"] == ["ntf-1"]
-    outputs = [item["output"] for item in run.checkpoints.get(seq=1).state["items"]
+    outputs = [item["output"] for item in state_at(run.id, 1)["items"]
                if item.get("type") == "function_call_output"]
     assert json.loads(outputs[0]) == json.loads(outputs[1]) and "not done again" in outputs[2]
 

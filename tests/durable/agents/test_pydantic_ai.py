@@ -19,6 +19,7 @@ from durable.errors import Conflict
 from durable.models import JournalEntry, Run, SideEffect
 from durable.registry import registry
 from durable.runtime.fault_points import AFTER_DOWNSTREAM, AFTER_STARTED, FAULT_POINTS
+from durable.store.checkpoints import state_at
 from tests.approvals.flow import decide
 from tests.conftest import make_user
 from tests.durable.agents import agent_workflows as aw
@@ -114,7 +115,7 @@ def test_a_visit_re_executed_after_a_crash_asks_the_model_nothing_it_answered(mo
     assert [call["name"] for call in reused.detail["calls"]] == [MODEL_ACTIVITY, "tool.read_order",
                                                                   "tool.read_tickets", MODEL_ACTIVITY]
     # The agent's run id is the same on every execution of the visit: the replayed conversation is the recorded one.
-    state = run.checkpoints.get(seq=1).state
+    state = state_at(run.id, 1)
     assert {message["run_id"] for message in state["messages"]} == {recorded(run, MODEL_ACTIVITY)[0]["request"]["run_id"]}
 
 

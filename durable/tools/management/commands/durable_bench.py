@@ -123,6 +123,11 @@ class Command(BaseCommand):
                             help="stream latency: RUNS runs publishing with ctx.stream, each followed by an SSE client "
                                  "through a threaded gunicorn; p50/p99 from publish to receipt (durable/tools/bench/"
                                  "stream.py)")
+        parser.add_argument("--conversation", type=int, default=0, metavar="TURNS",
+                            help="one run visiting one step TURNS times through a real worker, each visit appending "
+                                 "--turn-bytes of text to a list: the database's growth and the last visits' time "
+                                 "beside the first's (with --compare: on LangGraph and DBOS too)")
+        parser.add_argument("--turn-bytes", type=int, default=4000, help="with --conversation: what a turn appends")
         parser.add_argument("--loop", action="store_true",
                             help="runs of one step that routes back to itself, visited --steps times, instead "
                                  "of --steps declared steps (what a loop visit costs beside a declared step)")
@@ -191,6 +196,9 @@ class Command(BaseCommand):
                 return
             if options["stream"]:
                 self._stream(options["stream"])
+                return
+            if options["conversation"]:
+                self._conversation(options["conversation"], options["turn_bytes"], comparing, timeout, keep)
                 return
             if options["events"] or options["timers"]:
                 self._waits(options["events"], options["timers"], timer_seconds, options["timers_per_second"],
@@ -321,15 +329,32 @@ class Command(BaseCommand):
         self.stdout.write(f"durable_bench --stream {runs}: database {connection.vendor}, broker "
                           f"{settings.CELERY_BROKER_URL.split('://')[0]}")
         self._lines(stream.measure(runs, logs).lines())
+    def _conversation(self, turns: int, turn_bytes: int, comparing: bool, timeout: float, keep: bool) -> None:
+        from durable.tools.bench import conversation
+        from durable.tools.bench.peers.conversation import run_conversation_peer
+
+        if turns < conversation.ENDS * 2 or turn_bytes < 1:
+            raise CommandError(f"--conversation takes at least {conversation.ENDS * 2} turns, --turn-bytes at least 1")
+        account = tool_account("bench-conversation")
+        env, logs = _worker_env(account, "durable.tools.bench.conversation")
+        self.stdout.write(f"durable_bench --conversation {turns} --turn-bytes {turn_bytes}: one run, one real worker, "
+                          f"database {connection.vendor}; the conversation is {turns * turn_bytes / 1e6:.2f} MB")
+        try:
+            cost, _ = conversation.measure(turns, turn_bytes, env, account, logs, timeout)
+        finally:
+            retire(account)
+            if not keep:
+                delete_runs(list(Run.objects.filter(created_by=account).values_list("id", flat=True)))
+        self.stdout.write(cost.line())
+        if comparing:
+            for system in (compare.LANGGRAPH, compare.DBOS):
+                self.stdout.write(run_conversation_peer(system, turns, turn_bytes, database_url(), timeout).line())
 
     def _recovery(self, kills: int, keep: bool) -> None:
         from durable.tools.bench import recovery
 
         account = tool_account("bench-recovery")
-        env = {**scope_env(account), "DURABLE_WORKFLOW_MODULES": ",".join(
-            [*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.recovery"])}
-        logs = settings.VAR_DIR / "logs"
-        logs.mkdir(exist_ok=True)
+        env, logs = _worker_env(account, "durable.tools.bench.recovery")
         self.stdout.write(f"durable_bench --kill {kills}: database {connection.vendor}, broker "
                           f"{settings.CELERY_BROKER_URL.split('://')[0]}")
         try:
@@ -493,3 +518,13 @@ def _advance_in_process(workflow: Workflow, runs: int, visits: int) -> tuple[Pha
     finally:
         logging.disable(logging.NOTSET)
         delete_runs(run_ids)
+
+
+def _worker_env(account: Any, workflows: str) -> tuple[dict[str, str], Path]:
+    """A benchmark worker's environment (its account's scope, the module registering its workflows), and where
+    its log goes."""
+    env = {**scope_env(account), "DURABLE_WORKFLOW_MODULES": ",".join(
+        [*durable_settings.DURABLE_WORKFLOW_MODULES, workflows])}
+    logs = settings.VAR_DIR / "logs"
+    logs.mkdir(exist_ok=True)
+    return env, logs

@@ -15,6 +15,7 @@ from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS
+from durable.store.checkpoints import state_at
 from durable.tools.demo import support_agent as support_agent_module
 from durable.tools.demo.support_agent import MAX_VISITS
 from durable.tools.demo.support_model import ScriptedSupportModel, assistant, tool_call
@@ -74,7 +75,7 @@ def effects(sandbox, service: str) -> int:
 
 
 def tool_answers(run: Run) -> list[dict]:
-    state = run.checkpoints.order_by("-seq").first().state
+    state = state_at(run.id, run.checkpoints.order_by("-seq").first().seq)
     return [json.loads(m["content"]) for m in state["messages"] if m["role"] == "tool"]
 
 
@@ -103,6 +104,18 @@ def test_a_question_looks_up_the_order_and_the_tickets_at_once_then_answers(mode
     assert tool_answers(run)[1] == {"customer": "Barbara Liskov", "tickets": []}
 
 
+def test_each_turn_checkpoints_the_messages_it_added_not_the_conversation_again(model_calls, sandbox):
+    """The conversation grows at every visit of think and act: once the state weighs over 1 KB, each checkpoint
+    stores the messages appended (docs/state-storage.md), and reads back whole."""
+    run = advance(start(QUESTION))
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    grown = {row.seq: row.delta["keys"]["messages"] for row in run.checkpoints.filter(delta__isnull=False)
+             if "messages" in row.delta.get("keys", {})}
+    assert grown and all(set(change) == {"+"} for change in grown.values())
+    for seq, change in grown.items():
+        assert state_at(run.id, seq)["messages"] == state_at(run.id, seq - 1)["messages"] + change["+"]
+
+
 def test_each_model_call_says_what_it_used_and_the_run_what_it_cost(model_calls, sandbox, settings):
     settings.DURABLE_LLM_PRICES = {"scripted-support": {"input": "0.15", "output": "0.60"}}
     run = advance(start(QUESTION))
@@ -112,7 +125,7 @@ def test_each_model_call_says_what_it_used_and_the_run_what_it_cost(model_calls,
     assert run.input_tokens == sum(u["input_tokens"] for u in usages) > 0
     assert run.output_tokens == sum(u["output_tokens"] for u in usages) > 0
     assert run.cost == (run.input_tokens * Decimal("0.15") + run.output_tokens * Decimal("0.60")) / 1_000_000
-    state = run.checkpoints.order_by("-seq").first().state
+    state = state_at(run.id, run.checkpoints.order_by("-seq").first().seq)
     assert not [m for m in state["messages"] if "usage" in m]  # the conversation the model reads back has none
     assert run.budget_tokens == support_agent_module.support_agent.budget.tokens
 

@@ -11,6 +11,7 @@ from durable.agents.pydantic_ai import MODEL_ACTIVITY
 from durable.console.timeline import run_timeline
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run, SideEffect
+from durable.store.checkpoints import state_at
 from durable.tools.demo import support_agent_pydantic_ai as twin
 from durable.tools.demo.support_model import assistant, tool_call
 from durable.tools.processes import WorkerProcess
@@ -159,7 +160,7 @@ def test_an_email_asked_again_with_another_text_is_not_sent_and_the_model_is_tol
     run = advance(start(QUESTION))
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert effects(sandbox, "notifications") == 1 and run.output["email_ids"] == ["ntf-1"]
-    conversation = [part for message in run.checkpoints.get(seq=1).state["messages"] for part in message["parts"]]
+    conversation = [part for message in state_at(run.id, 1)["messages"] for part in message["parts"]]
     answers = [part for part in conversation if part["part_kind"] == "tool-return"]
     assert answers[1]["content"]["notification_id"] == answers[0]["content"]["notification_id"]  # the one sent
     assert answers[2]["outcome"] == "failed" and "not done again" in answers[2]["content"]
