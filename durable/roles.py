@@ -8,6 +8,7 @@ from __future__ import annotations
 VIEW = (
     "durable.view_run", "durable.view_checkpoint", "durable.view_journalentry", "durable.view_sideeffect",
     "durable.view_operatoraction", "approvals.view_approvalrequest", "approvals.view_approvaldecision",
+    "durable.view_schedule",
 )
 DECIDE = ("approvals.decide_approvalrequest",)
 RESOLVE = ("durable.resolve_sideeffect",)
@@ -17,14 +18,15 @@ NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdel
 STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
          "durable.send_event")  # an event wakes a waiting run: steering it, like a retry
 SPEND = ("durable.raise_budget",)  # let a run stopped by its budget spend more on model calls
+SCHEDULE = ("durable.manage_schedule",)  # create, edit, pause and delete schedules (durable/schedules.py)
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
 ROLES: dict[str, tuple[str, ...]] = {
     VIEWER: VIEW,  # read everything
     APPROVER: VIEW + DECIDE,  # decide approvals
     RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
-    OPERATOR: VIEW + STEER + SPEND,  # start, cancel, retry, resume, migrate runs; raise a run's budget
-    ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
+    OPERATOR: VIEW + STEER + SPEND + SCHEDULE,  # start, cancel, retry, resume, migrate runs; raise a run's budget
+    ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS + SCHEDULE,  # all of it; the admin site also needs is_staff
 }
 
 

@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
+from durable import schedules
 from durable.engine.states import RunStatus
 from durable.models import (
     ApiToken,
@@ -24,6 +25,7 @@ from durable.models import (
     NotificationPreference,
     Run,
     RunEvent,
+    Schedule,
     SecurityEvent,
     SideEffect,
 )
@@ -106,6 +108,7 @@ class World:
     blocked: Run  # BLOCKED_VERSION on test-versioned v1 at step b: may be resumed, or migrated to v2
     over_budget: Run  # NEEDS_ATTENTION, stopped by its budget of 300 tokens: its budget may be raised
     token: ApiToken  # the owner's API token: revoked only by them or a holder of durable.manage_apitoken
+    schedule: Schedule | None = None  # an operator's schedule, hourly, of test-trivial: may be edited
 
     def url(self, route_name: str, run: Run | None = None) -> str:
         """The route's URL aimed at this world's objects (at `run` for run routes, else the waiting run)."""
@@ -114,7 +117,8 @@ class World:
         kind = route_name.split(":")[-1].split("-")[0]
         values = {"run_id": run.id, "request_id": self.approval.id, "operation_id": self.operation.operation_id,
                   "seq": 0, "token_id": self.token.id, "pk": {"run": run.id, "approval": self.approval.id,
-                                   "operation": self.operation.operation_id}.get(kind)}
+                                   "operation": self.operation.operation_id,
+                                   "schedule": self.schedule.id if self.schedule else None}.get(kind)}
         return reverse(route_name, kwargs={name: values[name] for name in route.kwargs})
 
 
@@ -131,8 +135,9 @@ def build_world(sandbox: Any) -> World:
     over_budget = stopped_by_budget(tempfile.mkstemp(prefix="durable-over-budget-")[1], business_key="over-budget")
     Run.objects.filter(id=over_budget.id).update(created_by=owner)
     owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
+    schedule = schedules.create(user=owner, name="hourly", workflow="test-trivial", cron="0 * * * *")
     return World(owner, waiting, approval, attention, operation, failed, blocked, over_budget,
-                 ApiToken.objects.get(user=owner))
+                 ApiToken.objects.get(user=owner), schedule)
 
 
 def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
@@ -154,6 +159,9 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:approval-reject": (None, {"snapshot_hash": world.approval.snapshot_hash, "reason": "duplicate claim"}),
         "api:operation-resolve": (None, {"outcome": "succeeded", "external_ref": "ntf-1",
                                          "result": {"notification_id": "ntf-1"}, **reason}),
+        "api:schedule-list": (None, {"name": "nightly", "workflow": "test-trivial", "cron": "30 2 * * *",
+                                     "time_zone": "Europe/Paris", "input": {"n": 1}}),
+        "api:schedule-edit": (None, {"cron": "0 3 * * *", "time_zone": "UTC"}),
     }[name]
     return world.url(name, run), body
 
@@ -199,6 +207,7 @@ def written() -> dict[str, Any]:
         "audit": operator_actions().count(),
         "api_tokens": sorted(ApiToken.objects.values_list("id", "revoked_at")),
         "notification_preferences": sorted(NotificationPreference.objects.values_list("user_id", "events", "channels")),
+        "schedules": sorted(Schedule.objects.values_list("name", "cron", "time_zone", "paused", "input")),
     }
 
 

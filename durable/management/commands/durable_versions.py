@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durable.deploy_gate import BlockedRun, blocked_runs
+from durable.deploy_gate import BlockedRun, blocked_runs, stranded_schedules
 from durable.versions import version_reports
 
 SHOWN_PER_GROUP = 20
@@ -38,6 +38,7 @@ class Command(BaseCommand):
         groups: dict[tuple[str, int], list[BlockedRun]] = defaultdict(list)
         for blocked in blocked_runs():
             groups[(blocked.workflow, blocked.version)].append(blocked)
+        self._schedules_gate()
         if not groups:
             self.stdout.write(self.style.SUCCESS("deploy gate: every unfinished run can resume on this code"))
             return
@@ -60,6 +61,16 @@ class Command(BaseCommand):
         raise CommandError(f"deploy gate: {total} unfinished run(s) would be blocked by this code "
                            f"({uncovered} with no registered migration). Keep the versions they are pinned to "
                            "registered, or register a migration, before deploying.", returncode=1)
+
+    def _schedules_gate(self) -> None:
+        """Schedules of workflows (or input models) this code takes away would start no run: the gate fails first."""
+        stranded = list(stranded_schedules())
+        for schedule in stranded:
+            self.stdout.write(self.style.ERROR(f"schedule {schedule.name} ({schedule.workflow}): {schedule.problem}"))
+        if stranded:
+            raise CommandError(f"deploy gate: {len(stranded)} active schedule(s) would start no run on this code. "
+                               "Keep their workflow registered, edit their input, or pause them, before deploying.",
+                               returncode=1)
 
     def _report(self) -> None:
         self.stdout.write(f"{'workflow':<24} {'version':>7} {'registered':<10} {'in flight':>9}  retire?  by status")
