@@ -141,7 +141,7 @@ def _locked(schedule_id: Any) -> Schedule:
     return schedule
 
 
-def delete(schedule_id: Any, *, user: Caller | None) -> None:
+def delete(schedule_id: Any, *, user: Caller | None, reason: str = "") -> None:
     """Delete an operator's schedule; one declared in code is deleted from its code (403 here)."""
     with transaction.atomic():
         schedule = _locked(schedule_id)
@@ -150,7 +150,7 @@ def delete(schedule_id: Any, *, user: Caller | None) -> None:
                             "pause it here", action="delete_schedule")
         audit(user=user, action="delete_schedule", run=None, source="schedules",
               status_before="paused" if schedule.paused else "active", status_after="deleted",
-              detail={"schedule": schedule.name})
+              reason=reason.strip(), detail={"schedule": schedule.name})
         schedule.delete()
 
 

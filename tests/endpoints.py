@@ -162,6 +162,7 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:schedule-list": (None, {"name": "nightly", "workflow": "test-trivial", "cron": "30 2 * * *",
                                      "time_zone": "Europe/Paris", "input": {"n": 1}}),
         "api:schedule-edit": (None, {"cron": "0 3 * * *", "time_zone": "UTC"}),
+        "api:schedule-delete": (None, {"reason": "the report moved"}),
     }[name]
     return world.url(name, run), body
 

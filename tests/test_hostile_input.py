@@ -70,6 +70,7 @@ API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
     "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
     "api:event-list", "api:run-budget", "api:schedule-list", "api:schedule-edit",
+    "api:schedule-delete",
 ]
 
 
@@ -97,6 +98,7 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:schedule-list": [("name", ["n"]), ("cron", {"m": 1}), ("time_zone", ["UTC"]), ("catch_up_window", "long"),
                           ("paused", "perhaps"), ("overlap", ["skip"])],
     "api:schedule-edit": [("cron", ["* * * * *"]), ("time_zone", {"tz": 1}), ("catch_up", 3), ("paused", "perhaps")],
+    "api:schedule-delete": [("reason", ["gone"])],
 }
 
 # The text fields of each body: a NUL character in any of them is refused (Postgres cannot store one).
@@ -111,6 +113,7 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "api:event-list": ["workflow", "business_key", "name", "payload", "idempotency_key"],
     "api:schedule-list": ["name", "workflow", "cron", "time_zone", "business_key_template", "input"],
     "api:schedule-edit": ["cron", "time_zone", "business_key_template", "input"],
+    "api:schedule-delete": ["reason"],
 }
 
 MALFORMED_JSON = [b"{", b"[1,2", b'{"reason": "checked",}', b"{'reason': 'single quotes'}", b"NaN"]

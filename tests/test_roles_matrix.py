@@ -90,7 +90,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", "/api/schedules/", (MANAGE_SCHEDULE,)),
         ("GET", f"/api/schedules/{s}/", (VIEW_SCHEDULE,)),
         ("POST", f"/api/schedules/{s}/edit/", (MANAGE_SCHEDULE,)),
-        ("DELETE", f"/api/schedules/{s}/", (MANAGE_SCHEDULE,)),  # last: the schedule is gone after it
+        ("POST", f"/api/schedules/{s}/delete/", (MANAGE_SCHEDULE,)),  # last: the schedule is gone after it
     ]
 
 
@@ -108,8 +108,6 @@ def objects(demo):
 def call(client: Client, method: str, path: str):
     if method == "GET":
         return client.get(path)
-    if method == "DELETE":
-        return client.generic(method, path, "{}", content_type="application/json")
     if path.startswith("/api/"):
         return client.post(path, {}, content_type="application/json")
     return client.post(path, {})  # a form post, as the console sends

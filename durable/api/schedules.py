@@ -53,13 +53,18 @@ class CreateScheduleSerializer(EditScheduleSerializer):
     cron = serializers.CharField(max_length=200, help_text="five fields: minute hour day-of-month month day-of-week")
 
 
+class DeleteScheduleSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=500, required=False, default="", allow_blank=True,
+                                   help_text="why, kept in the audit trail")
+
+
 class SchedulePermission(ActionPermission):
     permissions = {"list": VIEW_SCHEDULE, "retrieve": VIEW_SCHEDULE, "create": schedules.MANAGE_SCHEDULE,
-                   "edit": schedules.MANAGE_SCHEDULE, "destroy": schedules.MANAGE_SCHEDULE}
+                   "edit": schedules.MANAGE_SCHEDULE, "delete": schedules.MANAGE_SCHEDULE}
 
 
 class SchedulePages(CursorPages):
-    ordering = ("name",)
+    ordering = ("created_at", "id")  # a position the column's own parsing checks (a name could hold a NUL)
 
 
 class ScheduleViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -69,7 +74,7 @@ class ScheduleViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveMode
     pagination_class = SchedulePages
     serializer_class = ScheduleSerializer
     queryset = Schedule.objects.all()
-    http_method_names = ["get", "post", "delete", "head", "options"]
+    http_method_names = ["get", "post", "head", "options"]  # every change a POST to a service, as for runs
     lookup_value_regex = "[0-9a-fA-F-]{36}"  # a schedule's id: anything else is a 404 from the URL itself
 
     @extend_schema(request=CreateScheduleSerializer, responses={201: ScheduleSerializer})
@@ -94,9 +99,14 @@ class ScheduleViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveMode
             schedule = schedules.edit(pk, user=request.user, **given.validated_data)
         return Response(ScheduleSerializer(schedule).data)
 
-    def destroy(self, request: Request, pk: Any = None) -> Response:
-        """Delete a schedule made here (403 for one declared in code: remove it from the code)."""
+    @extend_schema(request=DeleteScheduleSerializer, responses={204: None})
+    @action(detail=True, methods=["post"])
+    def delete(self, request: Request, pk: Any = None) -> Response:
+        """Delete a schedule made here, with an optional reason (audited); 403 for one declared in code: remove it
+        from the code, or pause it. Its runs stay."""
+        given = DeleteScheduleSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
         self.get_object()  # 404 for an id that names no schedule
         with service_errors():
-            schedules.delete(pk, user=request.user)
+            schedules.delete(pk, user=request.user, reason=given.validated_data["reason"])
         return Response(status=status.HTTP_204_NO_CONTENT)

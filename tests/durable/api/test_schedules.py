@@ -53,7 +53,9 @@ def test_an_edit_a_pause_and_a_resume_change_the_schedule_and_a_bad_edit_changes
     assert (edited["cron"], edited["overlap"]) == ("0 3 * * 1", "start_anyway")
     assert api.post(f"{url}edit/", {"paused": True}, format="json").json()["paused"] is True
     assert api.post(f"{url}edit/", {"paused": False}, format="json").json()["paused"] is False
-    assert api.delete(url).status_code == 204 and not Schedule.objects.exists()
+    assert api.post(f"{url}delete/", {"reason": "the report moved"}, format="json").status_code == 204
+    assert not Schedule.objects.exists()
+    assert OperatorAction.objects.get(action="delete_schedule").reason == "the report moved"
     assert api.get(url).status_code == 404
 
 
@@ -62,7 +64,7 @@ def test_a_schedule_declared_in_code_is_paused_here_but_not_edited_or_deleted(ap
                                 declared_in_code=True)
     url = f"/api/schedules/{declared.id}/"
     assert api.post(f"{url}edit/", {"cron": "5 * * * *"}, format="json").status_code == 403
-    assert api.delete(url).status_code == 403
+    assert api.post(f"{url}delete/", {}, format="json").status_code == 403
     assert api.post(f"{url}edit/", {"paused": True}, format="json").json()["paused"] is True
 
 
