@@ -60,6 +60,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", "/tokens/", ()),
         ("POST", f"/tokens/{t}/revoke/", (MANAGE_TOKENS,)),  # someone else's token
         ("GET", "/limits/", (VIEW_RUN,)),
+        ("GET", "/schedules/", (VIEW_SCHEDULE,)),
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
         ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role

@@ -4,7 +4,7 @@ from django.urls import path, register_converter
 from django.views.generic import RedirectView
 
 from durable import bulk as bulk_actions
-from durable.console import bulk, limits, preferences, tokens, views
+from durable.console import bulk, limits, preferences, schedules, tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
@@ -27,6 +27,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/checkpoints/<seq:seq>/", views.checkpoint_state, name="checkpoint-state"),
     path("limits/", limits.limits, name="limits"),
+    path("schedules/", schedules.schedules, name="schedules"),
     path("preferences/", preferences.preferences, name="preferences"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),
