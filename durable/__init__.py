@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 # Each public name and the module that owns it: what a workflow module imports to declare its workflows
 # (Workflow, register, RetryPolicy, Migration), type its steps' context (Context), declare its approvals
 # (Revalidation), its downstream adapters (register_downstream, Downstream, Capabilities, DownstreamOutcome,
-# Classification, classify), its model calls' usage and budget (Usage, Budget), its named limits (limit) and its
-# errors.
+# Classification, classify), its model calls' usage and budget (Usage, Budget), its named limits (limit), its
+# schedules (Scheduled, Overlap, CatchUp) and its errors.
 _PUBLIC = {
     "ActivityError": "durable.engine.errors",
     "ApprovalExpired": "durable.engine.errors",
@@ -43,6 +43,9 @@ _PUBLIC = {
     "RetryPolicy": "durable.engine.retry",
     "Revalidation": "durable.engine.approvals",
     "Route": "durable.engine.graph",
+    "CatchUp": "durable.engine.schedules",
+    "Overlap": "durable.engine.schedules",
+    "Scheduled": "durable.engine.schedules",
     "RouteNotChosen": "durable.engine.errors",
     "UndeclaredRoute": "durable.engine.errors",
     "UntrustedOutputRefused": "durable.engine.untrusted",
@@ -94,6 +97,9 @@ if TYPE_CHECKING:
     from durable.engine.graph import Route as Route
     from durable.engine.ledger import Capabilities as Capabilities
     from durable.engine.retry import RetryPolicy as RetryPolicy
+    from durable.engine.schedules import CatchUp as CatchUp
+    from durable.engine.schedules import Overlap as Overlap
+    from durable.engine.schedules import Scheduled as Scheduled
     from durable.engine.untrusted import UntrustedOutputRefused as UntrustedOutputRefused
     from durable.engine.untrusted import bound_to_run as bound_to_run
     from durable.engine.waits import ChildRun as ChildRun

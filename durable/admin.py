@@ -29,6 +29,7 @@ from durable.models import (
     Run,
     RunEvent,
     RunSearch,
+    Schedule,
     SecurityEvent,
     SideEffect,
     SweepTurn,
@@ -180,6 +181,15 @@ class LimitUseAdmin(ReadOnlyAdmin):
 
     list_display = ("limit", "key", "started_at", "tokens")
     list_filter = ("limit",)
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyAdmin):
+    """Schedules change through the API (durable/schedules.py, audited); read here."""
+
+    list_display = ("name", "workflow", "cron", "time_zone", "paused", "next_fire_at", "last_fire_at", "last_run")
+    list_filter = ("paused", "workflow", "declared_in_code")
+    search_fields = ("name", "workflow")
 
 
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.

@@ -36,7 +36,17 @@ class DurableConfig(AppConfig):
         from durable.runtime.sweeper import SweepTask, add_to_sweep
 
         add_to_sweep("streams", SweepTask(order=30, run=stream.prune, done="deleted {} stream chunk(s) past retention"))
+        _sweep_schedules()
         if apps.is_installed("axes"):  # a host that has not added it yet gets durable.W030, not an ImportError
             from durable import lockout
 
             lockout.connect()
+
+
+def _sweep_schedules() -> None:
+    """The schedules' part of every sweep (durable/schedules.py): before the runs are re-sent, so a run a fire time
+    starts goes out in the same beat."""
+    from durable.runtime.sweeper import SweepTask, add_to_sweep
+    from durable.schedules import sweep
+
+    add_to_sweep("schedules", SweepTask(order=5, run=sweep, done="started {} scheduled run(s)"))

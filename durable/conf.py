@@ -69,6 +69,10 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_WORKER_SWEEPS": Setting(True, "flag", "Every Celery worker runs the sweeper in a thread of its own, "
                                      "taking turns through the database, so no other process is needed; turn "
                                      "off only when beat or `durable_sweep --loop` sweeps instead (durable.W016)."),
+    "DURABLE_SCHEDULE_ON_TIME_SECONDS": Setting(60.0, "seconds", "A schedule's fire time found no later than this "
+                                                "after it starts its run whatever the schedule's catch-up policy; "
+                                                "one found later was missed (every worker down) and the policy "
+                                                "says whether it starts a run (docs/operations.md, \"Schedules\")."),
     "DURABLE_PENDING_GRACE_SECONDS": Setting(10.0, "seconds", "How long a ready run may wait for its message "
                                              "before the sweeper sends another copy (then at growing gaps)."),
     "DURABLE_RECONCILE_AFTER_SECONDS": Setting(300.0, "seconds", "How long an operation may stay STARTED before "

@@ -117,3 +117,29 @@ def patch_uses(workflows: WorkflowRegistry = registry) -> list[PatchUse]:
             counts.setdefault((report.workflow, report.version, patch), [0, 0])[taken] += 1
     return [PatchUse(workflow, version, patch, old, new)
             for (workflow, version, patch), (old, new) in sorted(counts.items())]
+
+
+@dataclass(frozen=True)
+class StrandedSchedule:
+    """A schedule the installed code could not fire: its workflow is gone, or its input no longer fits."""
+
+    name: str
+    workflow: str
+    problem: str
+
+
+def stranded_schedules(workflows: WorkflowRegistry = registry) -> Iterator[StrandedSchedule]:
+    """Every active schedule whose next fire time would start no run on the code registered in `workflows`."""
+    from durable.models import Schedule
+
+    for schedule in Schedule.objects.filter(paused=False).order_by("name"):
+        try:
+            current = workflows.current(schedule.workflow)
+        except UnknownWorkflow:
+            yield StrandedSchedule(schedule.name, schedule.workflow, "its workflow is no longer registered")
+            continue
+        try:
+            current.input.model_validate(schedule.input)
+        except Exception as exc:  # pydantic's ValidationError, as start_run would meet it at the fire time
+            yield StrandedSchedule(schedule.name, schedule.workflow,
+                                   f"its input does not fit v{current.version}'s input model: {exc}")

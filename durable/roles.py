@@ -8,6 +8,7 @@ from __future__ import annotations
 VIEW = (
     "durable.view_run", "durable.view_checkpoint", "durable.view_journalentry", "durable.view_sideeffect",
     "durable.view_operatoraction", "approvals.view_approvalrequest", "approvals.view_approvaldecision",
+    "durable.view_schedule",
 )
 DECIDE = ("approvals.decide_approvalrequest",)
 RESOLVE = ("durable.resolve_sideeffect",)
@@ -22,6 +23,7 @@ SPEND = ("durable.raise_budget",)  # let a run stopped by its budget spend more 
 # their contents, nor the events' payloads; durable/api/permissions.py, SENDERS_READ); it cannot list runs, start,
 # cancel, retry or steer them otherwise, nor decide or resolve anything.
 SEND = ("durable.send_event",)
+SCHEDULE = ("durable.manage_schedule",)  # create, edit, pause and delete schedules (durable/schedules.py)
 
 VIEWER, APPROVER, RECONCILER, OPERATOR, ADMIN = "viewer", "approver", "reconciler", "operator", "admin"
 WEBHOOK = "webhook"
@@ -29,8 +31,8 @@ ROLES: dict[str, tuple[str, ...]] = {
     VIEWER: VIEW,  # read everything
     APPROVER: VIEW + DECIDE,  # decide approvals
     RECONCILER: VIEW + RESOLVE,  # resolve UNKNOWN operations
-    OPERATOR: VIEW + STEER + SPEND,  # start, cancel, retry, resume, migrate runs; raise a run's budget
-    ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS,  # all of it; the admin site also needs is_staff
+    OPERATOR: VIEW + STEER + SPEND + SCHEDULE,  # start, cancel, retry, resume, migrate runs; raise a run's budget
+    ADMIN: VIEW + DECIDE + RESOLVE + STEER + SPEND + TOKENS + NOTIFICATIONS + SCHEDULE,  # all of it; the admin site also needs is_staff
     WEBHOOK: SEND,  # a service account's: send events, read the runs it sent them to; nothing else
 }
 

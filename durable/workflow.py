@@ -14,6 +14,7 @@ from durable.engine.costs import Budget
 from durable.engine.fingerprint import StepShape, topology_fingerprint
 from durable.engine.graph import Graph, Route
 from durable.engine.retry import RetryPolicy
+from durable.engine.schedules import Scheduled
 from durable.engine.topology import shapes_to_json
 
 # (ctx, state) -> the new state, or None when it mutated the one given, or the route it takes (`wf.goto`,
@@ -78,6 +79,9 @@ class Workflow:
     # The most a run may spend on model calls (tokens, money or both); None: no limit. A run keeps the budget it
     # started with; an operator may raise it (docs/workflows.md, "Model calls and budgets").
     budget: Budget | None = None
+    # Fire times that start runs of this workflow (docs/workflows.md, "Schedules"): each a cron expression in a time
+    # zone, written to the database by the sweeper of a worker that loaded this code.
+    schedules: tuple[Scheduled, ...] | list[Scheduled] = ()
     steps: list[Step] = field(default_factory=list)
     _initial_state: Callable[[Any], BaseModel] | None = None
     _output: Callable[[Any], Any] | None = None

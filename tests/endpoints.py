@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.urls.resolvers import RoutePattern
 
 from approvals.models import ApprovalDecision, ApprovalRequest
+from durable import schedules
 from durable.engine.states import RunStatus
 from durable.models import (
     ApiToken,
@@ -25,6 +26,7 @@ from durable.models import (
     PauseSwitch,
     Run,
     RunEvent,
+    Schedule,
     SecurityEvent,
     SideEffect,
 )
@@ -108,6 +110,7 @@ class World:
     over_budget: Run  # NEEDS_ATTENTION, stopped by its budget of 300 tokens: its budget may be raised
     token: ApiToken  # the owner's API token: revoked only by them or a holder of durable.manage_apitoken
     switch: PauseSwitch | None = None  # a kill switch that is off, of a workflow no test starts: may be turned on
+    schedule: Schedule | None = None  # an operator's schedule, hourly, of test-trivial: may be edited
 
     def url(self, route_name: str, run: Run | None = None) -> str:
         """The route's URL aimed at this world's objects (at `run` for run routes, else the waiting run)."""
@@ -117,7 +120,8 @@ class World:
         values = {"run_id": run.id, "request_id": self.approval.id, "operation_id": self.operation.operation_id,
                   "seq": 0, "token_id": self.token.id, "switch_id": self.switch.id if self.switch else 0, "pk": {"run": run.id, "approval": self.approval.id,
                                    "operation": self.operation.operation_id,
-                                   "pause": self.switch.id if self.switch else 0}.get(kind)}
+                                   "pause": self.switch.id if self.switch else 0,
+                                   "schedule": self.schedule.id if self.schedule else None}.get(kind)}
         return reverse(route_name, kwargs={name: values[name] for name in route.kwargs})
 
 
@@ -135,8 +139,9 @@ def build_world(sandbox: Any) -> World:
     Run.objects.filter(id=over_budget.id).update(created_by=owner)
     owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
     switch = PauseSwitch.objects.create(workflow_name="test-paused-elsewhere", reason="kept off", created_by=owner)
+    schedule = schedules.create(user=owner, name="hourly", workflow="test-trivial", cron="0 * * * *")
     return World(owner, waiting, approval, attention, operation, failed, blocked, over_budget,
-                 ApiToken.objects.get(user=owner), switch)
+                 ApiToken.objects.get(user=owner), switch, schedule)
 
 
 def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
@@ -160,6 +165,10 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:approval-reject": (None, {"snapshot_hash": world.approval.snapshot_hash, "reason": "duplicate claim"}),
         "api:operation-resolve": (None, {"outcome": "succeeded", "external_ref": "ntf-1",
                                          "result": {"notification_id": "ntf-1"}, **reason}),
+        "api:schedule-list": (None, {"name": "nightly", "workflow": "test-trivial", "cron": "30 2 * * *",
+                                     "time_zone": "Europe/Paris", "input": {"n": 1}}),
+        "api:schedule-edit": (None, {"cron": "0 3 * * *", "time_zone": "UTC"}),
+        "api:schedule-delete": (None, {"reason": "the report moved"}),
     }[name]
     return world.url(name, run), body
 
@@ -210,6 +219,7 @@ def written() -> dict[str, Any]:
         "audit": operator_actions().count(),
         "api_tokens": sorted(ApiToken.objects.values_list("id", "revoked_at")),
         "notification_preferences": sorted(NotificationPreference.objects.values_list("user_id", "events", "channels")),
+        "schedules": sorted(Schedule.objects.values_list("name", "cron", "time_zone", "paused", "input")),
     }
 
 

@@ -247,7 +247,8 @@ def aimed_urls(name: str, world: World) -> list[str]:
     aimed = []
     for index, segment in enumerate(segments):
         if segment and (segment in values.values() or segment in (str(world.approval.id),
-                                                                  world.operation.operation_id)):
+                                                                  world.operation.operation_id)
+                        or world.schedule is not None and segment == str(world.schedule.id)):
             aimed.extend("/".join([*segments[:index], hostile, *segments[index + 1:]]) for hostile in HOSTILE_IDS)
     assert aimed or not route.kwargs, f"{name}: no id found in {url}"
     return aimed

@@ -69,7 +69,8 @@ def api(admin) -> Client:
 API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
     "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
-    "api:event-list", "api:run-budget", "api:run-pause", "api:pause-switch-list",
+    "api:event-list", "api:run-budget", "api:run-pause", "api:pause-switch-list", "api:schedule-list",
+    "api:schedule-edit", "api:schedule-delete",
 ]
 
 
@@ -96,6 +97,10 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:run-events": [("name", ["reply"]), ("idempotency_key", ["k"])],  # a payload may be any JSON
     "api:event-list": [("workflow", ["claims-agent"]), ("business_key", {"id": 1}), ("name", {"n": 1}),
                        ("idempotency_key", {"key": 1})],
+    "api:schedule-list": [("name", ["n"]), ("cron", {"m": 1}), ("time_zone", ["UTC"]), ("catch_up_window", "long"),
+                          ("paused", "perhaps"), ("overlap", ["skip"])],
+    "api:schedule-edit": [("cron", ["* * * * *"]), ("time_zone", {"tz": 1}), ("catch_up", 3), ("paused", "perhaps")],
+    "api:schedule-delete": [("reason", ["gone"])],
 }
 
 # The text fields of each body: a NUL character in any of them is refused (Postgres cannot store one).
@@ -109,6 +114,9 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "api:operation-resolve": ["external_ref", "reason", "result"],
     "api:run-events": ["name", "payload", "idempotency_key"],
     "api:event-list": ["workflow", "business_key", "name", "payload", "idempotency_key"],
+    "api:schedule-list": ["name", "workflow", "cron", "time_zone", "business_key_template", "input"],
+    "api:schedule-edit": ["cron", "time_zone", "business_key_template", "input"],
+    "api:schedule-delete": ["reason"],
 }
 
 MALFORMED_JSON = [b"{", b"[1,2", b'{"reason": "checked",}', b"{'reason': 'single quotes'}", b"NaN"]

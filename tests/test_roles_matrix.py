@@ -11,7 +11,8 @@ from django.test import Client
 from django.urls import resolve
 
 from approvals.models import ApprovalRequest
-from durable.models import ApiToken, Run, SideEffect
+from durable import schedules
+from durable.models import ApiToken, Run, Schedule, SideEffect
 from durable.permissions import CONTENTS_PERMISSIONS as CONTENTS
 from durable.roles import ROLES
 from tests.approvals.flow import waiting_claim
@@ -25,12 +26,13 @@ VIEW_RUN, VIEW_OP, VIEW_APPROVAL, VIEW_AUDIT = ("durable.view_run", "durable.vie
 DECIDE, RESOLVE = "approvals.decide_approvalrequest", "durable.resolve_sideeffect"
 MANAGE_TOKENS = "durable.manage_apitoken"
 SEND_EVENT = "durable.send_event"
+VIEW_SCHEDULE, MANAGE_SCHEDULE = "durable.view_schedule", "durable.manage_schedule"
 
 
-def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiToken,
+def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiToken, schedule: Schedule,
               ) -> list[tuple[str, str, tuple[str, ...]]]:
     """(method, path, the permissions it needs). CONTENTS is the contents rule (durable/permissions.py)."""
-    r, a, o, t = run.id, approval.id, op.operation_id, token.id
+    r, a, o, t, s = run.id, approval.id, op.operation_id, token.id, schedule.id
     return [
         # Console
         ("GET", "/", (VIEW_RUN,)),
@@ -62,6 +64,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("GET", "/paused/", (VIEW_RUN,)),
         ("POST", "/paused/", (VIEW_RUN, "durable.pause_run")),
         ("POST", "/paused/999999/resume/", ("durable.pause_run",)),
+        ("GET", "/schedules/", (VIEW_SCHEDULE,)),
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
         ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role
@@ -94,6 +97,11 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("GET", f"/api/approvals/{a}/revalidation/", (VIEW_APPROVAL,)),
         ("POST", f"/api/approvals/{a}/approve/", (DECIDE,)),
         ("POST", f"/api/approvals/{a}/reject/", (DECIDE,)),
+        ("GET", "/api/schedules/", (VIEW_SCHEDULE,)),
+        ("POST", "/api/schedules/", (MANAGE_SCHEDULE,)),
+        ("GET", f"/api/schedules/{s}/", (VIEW_SCHEDULE,)),
+        ("POST", f"/api/schedules/{s}/edit/", (MANAGE_SCHEDULE,)),
+        ("POST", f"/api/schedules/{s}/delete/", (MANAGE_SCHEDULE,)),  # last: the schedule is gone after it
     ]
 
 
@@ -104,7 +112,8 @@ def objects(demo):
                                    downstream="payments", business_key="ORD-1001", request_hash="0" * 64,
                                    status="UNKNOWN")
     api_token(make_user("a-service"))
-    return run, approval, op, ApiToken.objects.get()
+    schedule = schedules.create(user=None, name="matrix", workflow="test-trivial", cron="0 2 * * *")
+    return run, approval, op, ApiToken.objects.get(), schedule
 
 
 def call(client: Client, method: str, path: str):

@@ -4,7 +4,7 @@ from django.urls import path, register_converter
 from django.views.generic import RedirectView
 
 from durable import bulk as bulk_actions
-from durable.console import bulk, limits, pauses, preferences, tokens, views
+from durable.console import bulk, limits, pauses, preferences, schedules, tokens, views
 from durable.console.actions import ACTIONS
 from durable.console.converters import RowIdConverter, SeqConverter
 from durable.console.login import login
@@ -29,6 +29,7 @@ urlpatterns = [
     path("limits/", limits.limits, name="limits"),
     path("paused/", pauses.paused, name="paused"),
     path("paused/<row_id:switch_id>/resume/", pauses.resume, name="paused-resume"),
+    path("schedules/", schedules.schedules, name="schedules"),
     path("preferences/", preferences.preferences, name="preferences"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<row_id:token_id>/revoke/", tokens.revoke, name="token-revoke"),

@@ -91,6 +91,7 @@ SCREENS = [
     Screen("filters-refused", "durable:runs", lambda s: s.url("durable:runs") + "?created_after=" + LONG),
     Screen("search", "durable:search", lambda s: s.url("durable:search") + "?q=ord-100"),
     Screen("limits", "durable:limits", lambda s: s.url("durable:limits")),
+    Screen("schedules", "durable:schedules", lambda s: s.url("durable:schedules")),
     Screen("preferences", "durable:preferences", lambda s: s.url("durable:preferences")),
     Screen("notifications", "durable:notifications", lambda s: s.url("durable:notifications")),
     Screen("bulk-cancel", "durable:bulk-cancel", lambda s: s.url("durable:bulk-cancel") + f"?run={s.cancelled.id}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durable.deploy_gate import BlockedRun, blocked_runs, held_runs, patch_uses
+from durable.deploy_gate import BlockedRun, blocked_runs, held_runs, patch_uses, stranded_schedules
 from durable.versions import version_reports
 
 SHOWN_PER_GROUP = 20
@@ -38,6 +38,7 @@ class Command(BaseCommand):
         groups: dict[tuple[str, int], list[BlockedRun]] = defaultdict(list)
         for blocked in blocked_runs():
             groups[(blocked.workflow, blocked.version)].append(blocked)
+        self._schedules_gate()
         held = self._held()
         if not groups and held:
             raise CommandError(f"deploy gate: {held} unfinished run(s) would be held on a replay mismatch by this code; "
@@ -78,6 +79,16 @@ class Command(BaseCommand):
         if held > SHOWN_PER_GROUP:
             self.stdout.write(f"  ... and {held - SHOWN_PER_GROUP} more held")
         return held
+
+    def _schedules_gate(self) -> None:
+        """Schedules of workflows (or input models) this code takes away would start no run: the gate fails first."""
+        stranded = list(stranded_schedules())
+        for schedule in stranded:
+            self.stdout.write(self.style.ERROR(f"schedule {schedule.name} ({schedule.workflow}): {schedule.problem}"))
+        if stranded:
+            raise CommandError(f"deploy gate: {len(stranded)} active schedule(s) would start no run on this code. "
+                               "Keep their workflow registered, edit their input, or pause them, before deploying.",
+                               returncode=1)
 
     def _report(self) -> None:
         self.stdout.write(f"{'workflow':<24} {'version':>7} {'registered':<10} {'in flight':>9}  retire?  by status")

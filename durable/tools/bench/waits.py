@@ -78,15 +78,16 @@ class WaitsReport:
 
 
 @contextmanager
-def worker(account: Any, log_dir: Path) -> Iterator[None]:
-    """One worker process with the default settings (its sweeper included), scoped to `account`'s runs."""
+def worker(account: Any, log_dir: Path, workflows: str = __name__, name: str = "bench-waits") -> Iterator[None]:
+    """One worker process with the default settings (its sweeper included), scoped to `account`'s runs, with the
+    benchmark's workflows (the module `workflows`) loaded."""
     from durable.conf import durable_settings
     from durable.tools.processes import WorkerProcess
     from durable.tools.workload import scope_env
 
     env = {**scope_env(account),
-           "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, __name__])}
-    process = WorkerProcess(env=env, name="bench-waits", log_path=log_dir / "bench-waits-worker.log")
+           "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, workflows])}
+    process = WorkerProcess(env=env, name=name, log_path=log_dir / f"{name}-worker.log")
     process.start()
     try:
         yield

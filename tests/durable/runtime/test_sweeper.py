@@ -144,12 +144,16 @@ def test_durable_sweep_command_sweeps_once_and_says_how_many(sent):
     run_in(RunStatus.SUCCEEDED, updated_at=ago(GRACE * 3))
     out = StringIO()
     call_command("durable_sweep", stdout=out)
-    assert out.getvalue().strip() == ("reconciled 0 stale operation(s), expired 0 approval(s), re-enqueued 2 run(s), "
+    assert out.getvalue().strip() == ("started 0 scheduled run(s), reconciled 0 stale operation(s), "
+                                      "expired 0 approval(s), deleted 0 stream chunk(s) past retention, "
+                                      "re-enqueued 2 run(s), "
                                       "sent 0 notification(s) to the workers")
     assert sorted(sent, key=str) == sorted([expired.id, due.id], key=str)
     out = StringIO()
     call_command("durable_sweep", stdout=out)
-    assert out.getvalue().strip() == ("reconciled 0 stale operation(s), expired 0 approval(s), re-enqueued 0 run(s), "
+    assert out.getvalue().strip() == ("started 0 scheduled run(s), reconciled 0 stale operation(s), "
+                                      "expired 0 approval(s), deleted 0 stream chunk(s) past retention, "
+                                      "re-enqueued 0 run(s), "
                                       "sent 0 notification(s) to the workers")
 
 

@@ -128,6 +128,10 @@ class Command(BaseCommand):
                                  "--turn-bytes of text to a list: the database's growth and the last visits' time "
                                  "beside the first's (with --compare: on LangGraph and DBOS too)")
         parser.add_argument("--turn-bytes", type=int, default=4000, help="with --conversation: what a turn appends")
+        parser.add_argument("--schedules", type=int, default=0, metavar="N",
+                            help="N schedules, one fire time each: how late each one's run starts (p50, p99)")
+        parser.add_argument("--schedules-per-second", type=float, default=5.0,
+                            help="with --schedules: how many fire times fall due a second")
         parser.add_argument("--loop", action="store_true",
                             help="runs of one step that routes back to itself, visited --steps times, instead "
                                  "of --steps declared steps (what a loop visit costs beside a declared step)")
@@ -199,6 +203,9 @@ class Command(BaseCommand):
                 return
             if options["conversation"]:
                 self._conversation(options["conversation"], options["turn_bytes"], comparing, timeout, keep)
+                return
+            if options["schedules"] > 0:
+                self._schedules(options["schedules"], options["schedules_per_second"], timeout, keep)
                 return
             if options["events"] or options["timers"]:
                 self._waits(options["events"], options["timers"], timer_seconds, options["timers_per_second"],
@@ -386,6 +393,21 @@ class Command(BaseCommand):
             if not keep:
                 delete_runs(list(Run.objects.filter(created_by=account, workflow_name=waits.TIMER_WORKFLOW)
                                  .values_list("id", flat=True)))
+
+    def _schedules(self, count: int, per_second: float, timeout: float, keep: bool) -> None:
+        from durable.tools.bench import schedules
+
+        account = tool_account("bench-schedules")
+        logs = settings.VAR_DIR / "logs"
+        logs.mkdir(exist_ok=True)
+        try:
+            with schedules.worker(account, logs):
+                self._lines(schedules.fire(count, account, timeout, per_second))
+        finally:
+            retire(account)
+            if not keep:
+                schedules.forget(account)
+                delete_runs(list(Run.objects.filter(created_by=account).values_list("id", flat=True)))
 
     def _phases(self, runs: int, steps: int, side_effect: bool, loop: bool) -> None:
         workflow = bench_workflow(steps, side_effect=side_effect, loop=loop)
