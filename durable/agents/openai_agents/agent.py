@@ -31,7 +31,8 @@ from agents.models.interface import Model, ModelProvider
 from agents.run_context import RunContextWrapper
 from agents.tool_context import ToolContext
 
-from durable.agents.openai_agents.bridge import Ask, Session, agent_loop
+from durable.agents.bridge import Ask, Session, agent_loop
+from durable.agents.effects import REFUSED, Effect, SideEffectTool, perform, together
 from durable.agents.openai_agents.errors import durable_error
 from durable.agents.openai_agents.records import (
     MODEL_ACTIVITY,
@@ -55,24 +56,15 @@ from durable.agents.openai_agents.releases import (
     tool_catalog_version,
 )
 from durable.context import Context
-from durable.downstream import Downstream
 from durable.engine.costs import Usage
-from durable.engine.errors import NonRetryableError, OperationConflict
+from durable.engine.errors import NonRetryableError
 
 ContextT = TypeVar("ContextT")
 _approved: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("durable_approved", default=None)
 
-
-@dataclass(frozen=True)
-class SideEffectTool:
-    """A function tool whose call is an external action: performed once through the ledger, as `action`.
-
-    The tool's body returns the `Operation` to perform (its business key and payload); what it returns is
-    recorded. `action` must be among the step's declared side effects.
-    """
-
-    action: str
-    downstream: Downstream
+# The SDK starts one task per function tool call; each runs its input guardrails before it asks: a group of
+# tool calls is taken whole after this many turns of the agent's loop (durable/agents/bridge.py).
+OPENAI_SETTLE_TURNS = 12
 
 
 @dataclass(frozen=True)
@@ -141,7 +133,7 @@ class DurableAgent(Generic[ContextT]):
         if config.model is not None:
             raise NonRetryableError("DurableAgent.run takes no RunConfig(model=...): a run is pinned to its agents' "
                                     "own models", kind="invalid_request")
-        session = Session(agent_loop())
+        session = Session(agent_loop(), settle_turns=OPENAI_SETTLE_TURNS)
         graph = _Graph(self, session, self.model_provider or config.model_provider)
         run = Runner.run(graph.copy_of(self.agent), input, context=context, run_config=config, **options)
         try:
@@ -338,32 +330,12 @@ class _Visit:
         return lambda: self.loop.call(lambda: tool_outcome(tool.on_invoke_tool(tool_ctx, input_json)), context)
 
     def _together(self, calls: list[tuple[str, Callable[[], dict[str, Any]]]]) -> list[dict[str, Any]]:
-        """Activities made at once (`ctx.parallel`), one alone as a plain activity; results in the order given."""
-        if len(calls) == 1:
-            name, fn = calls[0]
-            return [self.ctx.activity(name, fn)]
-        return list(self.ctx.parallel(*(self.ctx.call(name, fn) for name, fn in calls)))
+        return together(self.ctx, calls)
 
-    def _perform(self, effects: list[tuple[Ask, SideEffectTool, Operation]]) -> None:
-        """The side effects the tools described: at once, each once; one the ledger refuses is told to the model."""
-        if len(effects) > 1:
-            try:
-                results = self.ctx.parallel(*(self.ctx.effect(declared.action, business_key=op.business_key,
-                                                              downstream=declared.downstream, payload=op.payload)
-                                              for _, declared, op in effects))
-            except OperationConflict:
-                pass  # refused at Prepare, before anything was sent: one by one, so only that one is refused
-            else:
-                for (ask, _, _), result in zip(effects, results, strict=True):
-                    ask.give(as_text(result))
-                return
-        for ask, declared, op in effects:
-            try:
-                ask.give(as_text(self.ctx.side_effect(declared.action, business_key=op.business_key,
-                                                      downstream=declared.downstream, payload=op.payload)))
-            except OperationConflict as conflict:
-                ask.give(f"durable did not do this: {conflict}. It was done once already under this business key "
-                         "with other arguments; it is not done again.")
+    def _perform(self, effects: list[Effect]) -> None:
+        perform(self.ctx, effects, lambda ask, result: ask.give(as_text(result)),
+                lambda ask, conflict: ask.give(REFUSED.format(conflict=conflict)))
+
 
     # -- handoffs ------------------------------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agents.items import ModelResponse, TResponseOutputItem
@@ -17,6 +16,7 @@ from agents.usage import Usage as SdkUsage
 from pydantic import TypeAdapter
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from durable.agents.effects import Operation  # noqa: F401 (re-exported)
 from durable.engine.errors import NonRetryableError
 
 MODEL_ACTIVITY = "llm.request"  # every model request of an agent run, in the order the run makes them
@@ -31,17 +31,7 @@ def handoff_activity(name: str) -> str:
     return f"handoff.{name}"
 
 
-@dataclass(frozen=True)
-class Operation:
-    """What a side-effect tool returns: the operation durable performs for it through the ledger.
-
-    `business_key` names the operation (with the run and the tool's declared action it makes the operation id,
-    the downstream's Idempotency-Key): the same on every re-execution, and never text the model chose on its own.
-    `payload` is what the downstream is sent.
-    """
-
-    business_key: str
-    payload: dict[str, Any]
+# Operation: durable/agents/effects.py (re-exported here, where the wrapper's callers have imported it from).
 
 
 # -- model requests --------------------------------------------------------------------------------------------

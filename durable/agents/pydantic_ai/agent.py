@@ -31,7 +31,8 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from durable.agents.pydantic_ai.bridge import Ask, Session, agent_loop
+from durable.agents.bridge import Ask, Session, agent_loop
+from durable.agents.effects import REFUSED, Effect, SideEffectTool, perform, together
 from durable.agents.pydantic_ai.errors import durable_error
 from durable.agents.pydantic_ai.records import (
     MODEL_ACTIVITY,
@@ -47,25 +48,12 @@ from durable.agents.pydantic_ai.records import (
 from durable.agents.pydantic_ai.releases import prompt_release, refuse_client_retries, tool_catalog_version
 from durable.agents.pydantic_ai.streaming import streamed_request
 from durable.context import Context
-from durable.downstream import Downstream
 from durable.engine.costs import Usage
-from durable.engine.errors import ApprovalPreconditionFailed, ApprovalRejected, NonRetryableError, OperationConflict
+from durable.engine.errors import ApprovalPreconditionFailed, ApprovalRejected, NonRetryableError
 
 DepsT = TypeVar("DepsT")
 OutputT = TypeVar("OutputT")
 APPROVAL = "durable_approval"  # where an approved call's RunContext.tool_call_metadata holds its approval
-
-
-@dataclass(frozen=True)
-class SideEffectTool:
-    """A tool whose call is an external action: performed once through the ledger, as `action`, by `downstream`.
-
-    The tool's body returns the `Operation` to perform (its business key and payload); it may read what it needs
-    for that, and what it returns is recorded. `action` must be among the step's declared side effects.
-    """
-
-    action: str
-    downstream: Downstream
 
 
 @dataclass(frozen=True)
@@ -228,32 +216,12 @@ class _Visit:
                                       ask.context())
 
     def _together(self, calls: list[tuple[str, Callable[[], dict[str, Any]]]]) -> list[dict[str, Any]]:
-        """Activities made at once (`ctx.parallel`), one alone as a plain activity; results in the order given."""
-        if len(calls) == 1:
-            name, fn = calls[0]
-            return [self.ctx.activity(name, fn)]
-        return list(self.ctx.parallel(*(self.ctx.call(name, fn) for name, fn in calls)))
+        return together(self.ctx, calls)
 
-    def _perform(self, effects: list[tuple[Ask, SideEffectTool, Operation]]) -> None:
-        """The side effects the tools described: at once, each once; one the ledger refuses is told to the model."""
-        if len(effects) > 1:
-            try:
-                results = self.ctx.parallel(*(self.ctx.effect(declared.action, business_key=op.business_key,
-                                                              downstream=declared.downstream, payload=op.payload)
-                                              for _, declared, op in effects))
-            except OperationConflict:
-                pass  # refused at Prepare, before anything was sent: one by one, so only that one is refused
-            else:
-                for (ask, _, _), result in zip(effects, results, strict=True):
-                    ask.give(result)
-                return
-        for ask, declared, op in effects:
-            try:
-                ask.give(self.ctx.side_effect(declared.action, business_key=op.business_key,
-                                              downstream=declared.downstream, payload=op.payload))
-            except OperationConflict as conflict:
-                ask.refuse(ToolFailed(f"durable did not do this: {conflict}. It was done once already under this "
-                                      "business key with other arguments; it is not done again."))
+    def _perform(self, effects: list[Effect]) -> None:
+        perform(self.ctx, effects, lambda ask, result: ask.give(result),
+                lambda ask, conflict: ask.refuse(ToolFailed(REFUSED.format(conflict=conflict))))
+
 
     @staticmethod
     def _answer(ask: Ask, outcome: dict[str, Any]) -> None:

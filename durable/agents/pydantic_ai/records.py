@@ -8,7 +8,6 @@ tool asks for. A live call and a replayed one hand the agent the same thing: wha
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -16,6 +15,7 @@ from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolReturn
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from durable.agents.effects import Operation  # noqa: F401 (re-exported)
 from durable.engine.errors import NonRetryableError
 
 MODEL_ACTIVITY = "llm.request"  # every model request of an agent, in the order the agent makes them
@@ -26,17 +26,7 @@ def tool_activity(name: str) -> str:
     return f"tool.{name}"
 
 
-@dataclass(frozen=True)
-class Operation:
-    """What a side-effect tool returns: the operation durable performs for it through the ledger.
-
-    `business_key` names the operation (with the run and the tool's declared action it makes the operation id,
-    the downstream's Idempotency-Key): the same on every re-execution, and never text the model chose on its own.
-    `payload` is what the downstream is sent.
-    """
-
-    business_key: str
-    payload: dict[str, Any]
+# Operation: durable/agents/effects.py (re-exported here, where the wrapper's callers have imported it from).
 
 
 # -- model requests --------------------------------------------------------------------------------------------

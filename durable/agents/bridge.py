@@ -1,18 +1,16 @@
-"""Where the agent runs, and how what it asks for reaches the step's thread (the Pydantic AI wrapper's bridge).
+"""Where an SDK's agent runs, and how what it asks for reaches the step's thread: shared by every SDK's wrapper
+(durable/agents/pydantic_ai, durable/agents/openai_agents), and importing none of them.
 
-A copy of durable/agents/pydantic_ai/bridge.py, which imports nothing of either SDK: importing that package would
-import Pydantic AI, which `durable[openai-agents]` does not install. Only SETTLE_TURNS differs (below).
-
-The OpenAI Agents SDK's runner is async: it runs on an event loop of its own, one per worker process, on a thread of its own
+The agent is async: it runs on an event loop of its own, one per worker process, on a thread of its own
 (`AgentLoop`). The step context, though, answers only the thread that runs the step (durable numbers a visit's
 calls in the order that thread makes them: invariant 16, `WrongThread`). So the agent never calls the step context
 itself. Each model request, each tool call and each approval the agent needs becomes an `Ask`, put on a queue the
 step's thread serves (`Session.serve`); the agent's task awaits the answer.
 
-Tool calls the model asked for together arrive together: Pydantic AI starts one task per call, and each reaches
-the queue before it waits. Before the step's thread takes what is queued, it lets the agent's loop turn over
+Tool calls the model asked for together arrive together: the SDK starts one task per call, and each reaches
+the queue within a few turns of the loop (Pydantic AI's in its first; the OpenAI Agents SDK's after its input
+guardrails, so its wrapper lets more turns pass: `Session(settle_turns=...)`). Before the step's thread takes what is queued, it lets the agent's loop turn over
 (`AgentLoop.settle`), so a group is taken whole and made with `ctx.parallel`, in the order the model asked.
-(The SDK starts one task per function tool call; each runs its input guardrails before it asks.)
 
 The model requests and the tool bodies themselves still run on the agent's loop (`AgentLoop.call`), where the
 model's HTTP client lives: the step's thread (or `ctx.parallel`'s pool) waits for them there.
@@ -32,7 +30,7 @@ from typing import Any, TypeVar
 
 log = logging.getLogger("durable.agents")
 T = TypeVar("T")
-SETTLE_TURNS = 12  # turns of the agent's loop before a group is taken: each tool task reaches the queue within
+SETTLE_TURNS = 3  # turns of the agent's loop before a group is taken, by default: each task reaches the queue in its first
 ABORT_WAIT_SECONDS = 10.0  # how long a step waits for an agent it stopped to unwind
 
 
@@ -41,7 +39,7 @@ class AgentLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="durable-openai-agents", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="durable-agents", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -70,9 +68,9 @@ class AgentLoop:
         self.loop.call_soon_threadsafe(begin)
         return outcome.result()
 
-    def settle(self) -> None:
+    def settle(self, turns: int = SETTLE_TURNS) -> None:
         """Let every task that is ready run until it waits: what they ask for is queued once this returns."""
-        self.call(_turns)
+        self.call(lambda: _turns(turns))
 
 
 async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
@@ -88,8 +86,8 @@ def _pass_on(task: asyncio.Task[T], outcome: Future[T]) -> None:
         outcome.set_result(task.result())
 
 
-async def _turns() -> None:
-    for _ in range(SETTLE_TURNS):
+async def _turns(turns: int) -> None:
+    for _ in range(turns):
         await asyncio.sleep(0)
 
 
@@ -139,7 +137,7 @@ class Running(Future[T]):
 class Ask:
     """One thing the agent needs from the step: made on the agent's loop, answered from the step's thread."""
 
-    kind: str  # "model", "tool" or "handoff"
+    kind: str  # "model", "tool", "approvals" (Pydantic AI) or "handoff" (OpenAI Agents SDK)
     payload: Any
     answer: asyncio.Future[Any]
     tool_call_id: str | None = None  # a tool call's, to keep a group in the order the model asked
@@ -154,7 +152,7 @@ class Ask:
         self.loop.call_soon_threadsafe(_settle, self.answer, value, None)
 
     def refuse(self, error: BaseException) -> None:
-        """Answer with an error the agent handles itself."""
+        """Answer with an error the agent handles itself (a tool's `ModelRetry`, `ToolFailed`)."""
         self.loop.call_soon_threadsafe(_settle, self.answer, None, error)
 
 
@@ -173,8 +171,9 @@ _FINISHED = None  # what the queue holds once the agent's run has ended
 class Session:
     """One agent run inside one step: the agent asks on its loop, the step's thread answers."""
 
-    def __init__(self, loop: AgentLoop) -> None:
+    def __init__(self, loop: AgentLoop, *, settle_turns: int = SETTLE_TURNS) -> None:
         self.loop = loop
+        self.settle_turns = settle_turns
         self._asks: queue.SimpleQueue[Ask | None] = queue.SimpleQueue()
 
     async def ask(self, kind: str, payload: Any, *, tool_call_id: str | None = None) -> Any:
@@ -193,7 +192,7 @@ class Session:
         running.add_done_callback(lambda _: self._asks.put(_FINISHED))
         try:
             while (first := self._asks.get()) is not _FINISHED:
-                self.loop.settle()
+                self.loop.settle(self.settle_turns)
                 handle([first, *self._queued()])
         except BaseException:
             running.stop()
