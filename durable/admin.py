@@ -25,6 +25,7 @@ from durable.models import (
     NotificationPreference,
     OperatorAction,
     OperatorPreferences,
+    PauseSwitch,
     Process,
     Run,
     RunEvent,
@@ -32,6 +33,7 @@ from durable.models import (
     Schedule,
     SecurityEvent,
     SideEffect,
+    StreamChunk,
     SweepTurn,
 )
 from durable.permissions import can_see_contents
@@ -190,6 +192,24 @@ class ScheduleAdmin(ReadOnlyAdmin):
     list_display = ("name", "workflow", "cron", "time_zone", "paused", "next_fire_at", "last_fire_at", "last_run")
     list_filter = ("paused", "workflow", "declared_in_code")
     search_fields = ("name", "workflow")
+
+
+@admin.register(PauseSwitch)
+class PauseSwitchAdmin(ReadOnlyAdmin):
+    """A workflow's kill switch, off while its row exists: turned off and on through the console's Paused page or
+    the API (durable/pauses.py, audited)."""
+
+    list_display = ("workflow_name", "workflow_version", "reason", "created_by", "created_at")
+    search_fields = ("workflow_name",)
+
+
+@admin.register(StreamChunk)
+class StreamChunkAdmin(ContentsAdmin):  # what a step published: its data is the run's contents
+    """What steps published with ctx.stream, kept for DURABLE_STREAM_RETENTION_SECONDS (durable/runtime/stream.py)."""
+
+    list_display = ("id", "run", "step", "visit", "kind", "published_at")
+    list_filter = ("kind",)
+    search_fields = ("=run__id",)
 
 
 # Notifications (durable/notifications): deliveries change only by sending; failed ones are listed here.

@@ -17,7 +17,8 @@ SOURCES = sorted([*(ROOT / "durable" / "tools").rglob("*.py"), *(ROOT / "example
 
 
 def steps(tree: ast.AST) -> list[ast.FunctionDef]:
-    """The functions whose first parameter is `ctx`, a step's context (pydantic-ai's tools take a RunContext)."""
+    """The functions whose first parameter is `ctx`, a step's context (an SDK's tools take its own: pydantic-ai's a
+    RunContext, the OpenAI Agents SDK's a RunContextWrapper)."""
     return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
             and node.args.args and node.args.args[0].arg == "ctx"]
 
@@ -27,7 +28,7 @@ def untyped(tree: ast.AST) -> list[str]:
     for step in steps(tree):
         annotation = step.args.args[0].annotation
         shown = ast.unparse(annotation) if annotation is not None else "nothing"
-        if shown != "Context" and not shown.startswith("RunContext["):
+        if shown != "Context" and not shown.startswith(("RunContext[", "RunContextWrapper[")):
             wrong.append(f"{step.name} (line {step.lineno}): ctx is {shown}")
     return wrong
 

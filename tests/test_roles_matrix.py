@@ -82,7 +82,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("GET", "/api/pause-switches/", (VIEW_RUN,)),
         ("POST", "/api/pause-switches/", ("durable.pause_run",)),
         ("GET", "/api/pause-switches/999999/", (VIEW_RUN,)),
-        ("DELETE", "/api/pause-switches/999999/", ("durable.pause_run",)),
+        ("POST", "/api/pause-switches/999999/resume/", ("durable.pause_run",)),
         ("POST", "/api/runs/migrate-blocked/", ("durable.migrate_run",)),
         ("POST", "/api/runs/bulk/", (VIEW_RUN,)),  # then the permission of the action named (test_bulk_api.py)
         ("GET", f"/api/runs/{r}/events/", (VIEW_RUN,)),  # payloads only under the contents rule (test_events.py)

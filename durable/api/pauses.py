@@ -5,6 +5,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -49,12 +50,17 @@ class PausedWorkflowSerializer(PauseSwitchSerializer):
 
 class SwitchPermission(ActionPermission):
     permissions = {"list": "durable.view_run", "retrieve": "durable.view_run", "create": "durable.pause_run",
-                   "destroy": "durable.pause_run"}
+                   "resume": "durable.pause_run"}
+
+
+class ResumedWorkflowSerializer(serializers.Serializer):
+    resumed = serializers.IntegerField(help_text="how many runs the switch had paused and are resumed now")
 
 
 class PauseSwitchViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """The workflows (or versions) paused now: their runs stop at their next step boundary and new starts are held.
-    POST turns one off with a reason; DELETE turns it on again, resuming the runs it paused."""
+    POST turns one off with a reason; POST .../resume/ turns it on again, resuming the runs it paused (no API route
+    answers DELETE: what was done is audited, never deleted)."""
 
     permission_classes = [SwitchPermission]
     queryset = PauseSwitch.objects.select_related("created_by")
@@ -72,8 +78,9 @@ class PauseSwitchViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveM
         switch.runs = runs  # type: ignore[attr-defined]  # the answer's count, not a field of the switch
         return Response(PausedWorkflowSerializer(switch).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=ReasonSerializer, responses={200: serializers.DictField()})
-    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    @extend_schema(request=ReasonSerializer, responses={200: ResumedWorkflowSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         switch = self.get_object()
         payload = ReasonSerializer(data=request.data)
         payload.is_valid(raise_exception=True)

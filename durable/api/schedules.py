@@ -15,7 +15,6 @@ from durable.api.errors import LabelledErrors, service_errors
 from durable.api.pagination import CursorPages
 from durable.api.permissions import ActionPermission
 from durable.api.serializers import TextJSONField
-from durable.engine.schedules import CatchUp, Overlap
 from durable.models import Schedule
 
 VIEW_SCHEDULE = "durable.view_schedule"
@@ -41,8 +40,8 @@ class EditScheduleSerializer(serializers.Serializer):
     input = TextJSONField(required=False, help_text="the runs' input, checked against the workflow's input model")
     business_key_template = serializers.CharField(max_length=200, required=False,
                                                   help_text="with {schedule} and {fire_time:%Y-%m-%d}")
-    overlap = serializers.ChoiceField([choice.value for choice in Overlap], required=False)
-    catch_up = serializers.ChoiceField([choice.value for choice in CatchUp], required=False)
+    overlap = serializers.ChoiceField(Schedule.Overlap.choices, required=False)  # the model's: one enum in the schema
+    catch_up = serializers.ChoiceField(Schedule.CatchUp.choices, required=False)
     catch_up_window = serializers.IntegerField(required=False, help_text="seconds: how far back `all` catches up")
     paused = serializers.BooleanField(required=False)
 

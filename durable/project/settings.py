@@ -311,6 +311,8 @@ SPECTACULAR_SETTINGS = {
         "ApprovalStatusEnum": "approvals.models.APPROVAL_STATUS_CHOICES",
         "ApprovalPathEnum": "approvals.models.PATH_CHOICES",
         "WaitKindEnum": "durable.api.filters.WAIT_KINDS",  # a run's waiting_for.kind, and the runs list's filter
+        "ScheduleOverlapEnum": "durable.models.Schedule.Overlap",
+        "ScheduleCatchUpEnum": "durable.models.Schedule.CatchUp",
     },
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from durable import bulk, pauses, services
 from durable.engine.states import TERMINAL, RunStatus
@@ -107,3 +108,15 @@ def test_metrics_count_the_paused_runs_and_how_long_the_longest_paused_one_stood
     scraped = samples(scrape(HTTP_AUTHORIZATION="Bearer scrape-secret"))
     assert scraped[("runs_paused", ())] == 1
     assert ("checkpoint_age_seconds", (("status", "PAUSED"),)) in scraped
+
+
+def test_a_kill_switch_is_turned_off_and_on_again_through_the_api_by_post_never_delete():
+    client = APIClient()
+    client.force_authenticate(make_user("ops", "durable.view_run", "durable.pause_run"))
+    waiting = run_in(RunStatus.WAITING, business_key="w")
+    off = client.post("/api/pause-switches/", {"workflow": "test-trivial", "reason": "prompt v3"}, format="json")
+    assert off.status_code == 201 and off.json()["runs"] == 1
+    assert client.delete(f"/api/pause-switches/{off.json()['id']}/").status_code == 405
+    on = client.post(f"/api/pause-switches/{off.json()['id']}/resume/", {"reason": "v4 deployed"}, format="json")
+    assert (on.status_code, on.json()) == (200, {"resumed": 1})
+    assert Run.objects.get(id=waiting.id).status == RunStatus.PENDING and not PauseSwitch.objects.exists()

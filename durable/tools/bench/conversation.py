@@ -20,6 +20,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from durable import Context
 from durable.engine.graph import Route
 from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
@@ -40,7 +41,7 @@ def turn_text(number: int, size: int) -> str:
     return "".join(random.Random(number).choices(LETTERS, k=size))
 
 
-def turn(ctx: Any, state: Conversation) -> Route:
+def turn(ctx: Context, state: Conversation) -> Route:
     state.messages.append(turn_text(len(state.messages), state.turn_bytes))
     return Route("turn" if len(state.messages) < state.turns else None, state)
 
