@@ -92,6 +92,11 @@ SCREENS = [
     Screen("search", "durable:search", lambda s: s.url("durable:search") + "?q=ord-100"),
     Screen("limits", "durable:limits", lambda s: s.url("durable:limits")),
     Screen("schedules", "durable:schedules", lambda s: s.url("durable:schedules")),
+    Screen("schedule", "durable:schedule-detail",
+           lambda s: s.url("durable:schedule-detail", schedule_id=s.world.schedule.id)),
+    Screen("schedule-new", "durable:schedule-new", lambda s: s.url("durable:schedule-new")),
+    Screen("schedule-edit", "durable:schedule-edit",
+           lambda s: s.url("durable:schedule-edit", schedule_id=s.world.schedule.id)),
     Screen("preferences", "durable:preferences", lambda s: s.url("durable:preferences")),
     Screen("notifications", "durable:notifications", lambda s: s.url("durable:notifications")),
     Screen("bulk-cancel", "durable:bulk-cancel", lambda s: s.url("durable:bulk-cancel") + f"?run={s.cancelled.id}"
