@@ -53,7 +53,7 @@ def _detail(request: ConsoleRequest, schedule: Schedule, *, status: int = HTTPSt
                               idempotency_key__startswith=f"schedule:{schedule.id}:").order_by("-created_at")
     context = {"schedule": schedule, "next_fire_times": next_fire_times(schedule, store().db_now()),
                "runs": runs[:RUNS_SHOWN], "may_manage": request.user.has_perm(MANAGE_SCHEDULE),
-               "delete_form": DeleteScheduleForm(), **context}
+               "input": json.dumps(schedule.input), "delete_form": DeleteScheduleForm(), **context}
     return render(request, "durable/schedule_detail.html", context, status=status)
 
 

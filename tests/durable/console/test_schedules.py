@@ -42,7 +42,7 @@ def test_a_user_who_may_not_view_schedules_is_refused():
 
 # Making, editing, pausing, resuming and deleting schedules (durable.manage_schedule), through durable/schedules.py
 
-NEW = {"name": "nightly", "workflow": "test-trivial", "cron": "30 2 * * *", "time_zone": "Europe/Paris",
+NEW = {"name": "nightly", "workflow": "test-trivial", "cron": "30 2 * * *", "time_zone": "Asia/Tokyo",
        "input": '{"n": 1}', "business_key_template": "", "overlap": "skip", "catch_up": "latest",
        "catch_up_window": "86400"}
 EDIT = {**NEW, "business_key_template": "nightly:{fire_time:%Y-%m-%d}"}
@@ -64,14 +64,15 @@ def test_a_new_schedule_is_made_through_the_service_audited_and_shown_with_its_n
     schedule = Schedule.objects.get(name="nightly")
     assert made.status_code == 302 and made["Location"] == reverse("durable:schedule-detail", args=[schedule.id])
     assert (schedule.cron, schedule.time_zone, schedule.input, schedule.paused) == (
-        "30 2 * * *", "Europe/Paris", {"n": 1}, False)
+        "30 2 * * *", "Asia/Tokyo", {"n": 1}, False)
     assert schedule.business_key_template == "nightly:{fire_time:%Y-%m-%dT%H:%M}"  # the service's default
     assert [entry.actor_username for entry in audited("create_schedule")] == ["scheduler"]
     page = manager.get(made["Location"]).content.decode()
-    paris = ZoneInfo("Europe/Paris")
-    expected = [f"{store().db_now().astimezone(paris).date() + timedelta(days=day):%Y-%m-%d} 02:30" for day in range(4)]
+    tokyo = ZoneInfo("Asia/Tokyo")  # no daylight saving time: 02:30 is there every night
+    expected = [f"{store().db_now().astimezone(tokyo).date() + timedelta(days=day):%Y-%m-%d} 02:30" for day in range(4)]
     shown = [when for when in expected if when in page]
     assert len(shown) == 3 and shown == sorted(shown)  # the next three, read in the schedule's own time zone
+    assert "{&quot;n&quot;: 1}" in page  # the input as JSON
 
 
 @pytest.mark.parametrize(("field", "value", "says"), [
@@ -110,12 +111,12 @@ def test_an_operators_schedule_is_edited_from_now_on_and_audited(manager):
     form = manager.get(reverse("durable:schedule-edit", args=[schedule.id]))
     assert form.status_code == 200 and 'value="30 2 * * *"' in form.content.decode()
     edited = manager.post(reverse("durable:schedule-edit", args=[schedule.id]),
-                          {**NEW, "name": "ignored", "cron": "0 4 * * *", "time_zone": "Asia/Tokyo",
+                          {**NEW, "name": "ignored", "cron": "0 4 * * *", "time_zone": "America/New_York",
                            "business_key_template": "nightly:{fire_time:%Y-%m-%d}"})
     assert edited.status_code == 302
     schedule.refresh_from_db()
-    assert (schedule.name, schedule.cron, schedule.time_zone) == ("nightly", "0 4 * * *", "Asia/Tokyo")
-    assert schedule.next_fire_at.astimezone(ZoneInfo("Asia/Tokyo")).hour == 4
+    assert (schedule.name, schedule.cron, schedule.time_zone) == ("nightly", "0 4 * * *", "America/New_York")
+    assert schedule.next_fire_at.astimezone(ZoneInfo("America/New_York")).hour == 4
     [entry] = audited("edit_schedule")
     assert entry.detail["cron"] == "0 4 * * *" and entry.actor_username == "scheduler"
 
