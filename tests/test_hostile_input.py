@@ -437,7 +437,7 @@ def test_a_malformed_console_form_is_a_400_saying_what_is_wrong_and_writes_nothi
 
 
 @pytest.mark.parametrize("name", ["durable:run-cancel", "durable:run-migrate", "approvals:decide",
-                                  "reconciliation:resolve"])
+                                  "reconciliation:resolve", "durable:schedule-new", "durable:schedule-edit"])
 def test_json_posted_to_a_console_form_is_a_400_and_writes_nothing(world, admin, name):
     url, form = console_target(name, world, admin.username)
     before = written()
