@@ -102,6 +102,9 @@ SCREENS = [
     Screen("bulk-cancel", "durable:bulk-cancel", lambda s: s.url("durable:bulk-cancel") + f"?run={s.cancelled.id}"
            f"&run={s.world.failed.id}&run={s.asking.run_id}"),
     Screen("bulk-retry", "durable:bulk-retry", lambda s: s.url("durable:bulk-retry") + "?by=filter&status=FAILED"),
+    Screen("paused", "durable:paused", lambda s: s.url("durable:paused")),
+    Screen("bulk-pause", "durable:bulk-pause", lambda s: s.url("durable:bulk-pause") + f"?run={s.asking.run_id}"),
+    Screen("bulk-resume", "durable:bulk-resume", lambda s: s.url("durable:bulk-resume") + "?by=filter&status=PAUSED"),
     # Django's plain 404 has no header (so no logout form): last, or the next screen would log in again.
     Screen("not-found", None, lambda s: s.url("durable:run-detail", run_id=uuid4())),
 ]
