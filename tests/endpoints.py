@@ -118,7 +118,8 @@ class World:
         run = run or self.waiting
         kind = route_name.split(":")[-1].split("-")[0]
         values = {"run_id": run.id, "request_id": self.approval.id, "operation_id": self.operation.operation_id,
-                  "seq": 0, "token_id": self.token.id, "switch_id": self.switch.id if self.switch else 0, "pk": {"run": run.id, "approval": self.approval.id,
+                  "seq": 0, "token_id": self.token.id, "switch_id": self.switch.id if self.switch else 0,
+                  "schedule_id": self.schedule.id if self.schedule else None, "pk": {"run": run.id, "approval": self.approval.id,
                                    "operation": self.operation.operation_id,
                                    "pause": self.switch.id if self.switch else 0,
                                    "schedule": self.schedule.id if self.schedule else None}.get(kind)}
@@ -173,6 +174,12 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
     return world.url(name, run), body
 
 
+# A schedule as the console's form posts it (durable/console/schedule_forms.py).
+SCHEDULE_FORM = {"name": "nightly", "workflow": "test-trivial", "cron": "30 2 * * *", "time_zone": "Europe/Paris",
+                 "input": '{"n": 1}', "business_key_template": "nightly:{fire_time:%Y-%m-%d}", "overlap": "skip",
+                 "catch_up": "latest", "catch_up_window": "86400"}
+
+
 def console_target(name: str, world: World, username: str) -> tuple[str, dict[str, str]]:
     """The form's URL on an object it may act on, and what a browser would post (logging in as `username`)."""
     confirmed = {"reason": "checked with the customer", "confirm": "on"}
@@ -194,6 +201,11 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "reconciliation:resolve": (None, {"outcome": "succeeded", "external_ref": "ntf-1", "reason": "checked",
                                           "result": '{"notification_id": "ntf-1"}'}),
         "durable:tokens": (None, {"name": "nightly export", "days": "30"}),
+        "durable:schedule-new": (None, SCHEDULE_FORM),
+        "durable:schedule-edit": (None, {**SCHEDULE_FORM, "cron": "0 3 * * *"}),
+        "durable:schedule-pause": (None, {}),
+        "durable:schedule-resume": (None, {}),  # of an active schedule: a 409, nothing written
+        "durable:schedule-delete": (None, confirmed),
         "durable:token-revoke": (None, {"reason": "the service was retired"}),
         "durable:preferences": (None, {"time_zone": "Europe/Paris"}),
         "durable:notifications": (None, {"events": "run_failed"}),

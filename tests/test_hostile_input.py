@@ -304,6 +304,8 @@ CONSOLE_FORMS = [
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
     "durable:login", "durable:logout",
     "durable:notifications",
+    "durable:schedule-new", "durable:schedule-edit", "durable:schedule-pause", "durable:schedule-resume",
+    "durable:schedule-delete",
     "rest_framework:login", "rest_framework:logout",
 ]
 LOGIN_FORMS = ("durable:login", "rest_framework:login")
@@ -391,6 +393,24 @@ MALFORMED_FORMS = [
     ("durable:preferences", {"time_zone": "Mars/Olympus_Mons"}, "is not a time zone this server knows"),
     ("durable:preferences", {"time_zone": "a\x00b"}, "Null characters are not allowed"),
     ("durable:preferences", {"time_zone": "x" * 65}, "at most 64 characters"),
+    *((form, {field: "a\x00b"}, "Null characters are not allowed")
+      for form in ("durable:schedule-new", "durable:schedule-edit")
+      for field in ("cron", "time_zone", "business_key_template")),
+    ("durable:schedule-new", {"name": "a\x00b"}, "Null characters are not allowed"),
+    ("durable:schedule-new", {"name": "x" * 101}, "at most 100 characters"),
+    ("durable:schedule-new", {"cron": "x" * 201}, "at most 200 characters"),
+    ("durable:schedule-new", {"time_zone": "x" * 65}, "at most 64 characters"),
+    ("durable:schedule-new", {"time_zone": "../../etc/passwd"}, "is not a time zone"),
+    ("durable:schedule-new", {"cron": "<script>alert(1)</script>"}, "is not a cron expression"),
+    ("durable:schedule-new", {"workflow": "<script>"}, "Select a valid choice"),
+    ("durable:schedule-new", {"catch_up_window": "9" * 30}, "Ensure this value is less than or equal to"),
+    ("durable:schedule-new", {"business_key_template": "{fire_time.__class__}"}, "is not a field"),
+    ("durable:schedule-edit", {"input": '{"n": "a\\u0000b"}'}, "must not contain NUL"),
+    ("durable:schedule-edit", {"input": '{"deep": ' + nested(500) + "}"}, f"more than {MAX_JSON_DEPTH} levels"),
+    ("durable:schedule-edit", {"input": '{"n": NaN}'}, "finite numbers only"),
+    ("durable:schedule-edit", {"input": '{"n": "\\ud800"}'}, "lone surrogate"),
+    ("durable:schedule-delete", {"reason": "a\x00b"}, "Null characters are not allowed"),
+    ("durable:schedule-delete", {"confirm": ""}, "to go ahead"),
     ("reconciliation:resolve", {"outcome": "perhaps"}, "Select a valid choice"),
     ("reconciliation:resolve", {"external_ref": "a\x00b"}, "Null characters are not allowed"),
     ("reconciliation:resolve", {"external_ref": "x" * 201}, "at most 200 characters"),
@@ -417,7 +437,7 @@ def test_a_malformed_console_form_is_a_400_saying_what_is_wrong_and_writes_nothi
 
 
 @pytest.mark.parametrize("name", ["durable:run-cancel", "durable:run-migrate", "approvals:decide",
-                                  "reconciliation:resolve"])
+                                  "reconciliation:resolve", "durable:schedule-new", "durable:schedule-edit"])
 def test_json_posted_to_a_console_form_is_a_400_and_writes_nothing(world, admin, name):
     url, form = console_target(name, world, admin.username)
     before = written()

@@ -65,6 +65,14 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", "/paused/", (VIEW_RUN, "durable.pause_run")),
         ("POST", "/paused/999999/resume/", ("durable.pause_run",)),
         ("GET", "/schedules/", (VIEW_SCHEDULE,)),
+        ("GET", "/schedules/new/", (MANAGE_SCHEDULE,)),
+        ("POST", "/schedules/new/", (MANAGE_SCHEDULE,)),
+        ("GET", f"/schedules/{s}/", (VIEW_SCHEDULE,)),
+        ("GET", f"/schedules/{s}/edit/", (MANAGE_SCHEDULE,)),
+        ("POST", f"/schedules/{s}/edit/", (MANAGE_SCHEDULE,)),
+        ("POST", f"/schedules/{s}/pause/", (MANAGE_SCHEDULE,)),
+        ("POST", f"/schedules/{s}/resume/", (MANAGE_SCHEDULE,)),
+        ("POST", f"/schedules/{s}/delete/", (MANAGE_SCHEDULE,)),  # an empty form: a 400, the schedule stays
         ("GET", "/preferences/", ()),  # every user sets their own time zone
         ("POST", "/preferences/", ()),
         ("GET", "/notifications/", (VIEW_RUN,)),  # one's own preferences: any console role

@@ -1,10 +1,11 @@
-"""Form fields shared by the console's forms: a reason whose limit the page shows as it is typed."""
+"""Form fields shared by the console's forms: a reason whose limit the page shows as it is typed, and a JSON object."""
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
 
+from durable.engine.json_values import UnstorableJSON, parse_json
 from durable.engine.limits import REASON_MAX_LENGTH
 
 TOO_LONG = ("A reason holds at most %(limit_value)s characters and this one has %(show_value)s: "
@@ -38,3 +39,15 @@ class ReasonField(forms.CharField):
     def to_python(self, value: Any) -> str:
         # Line breaks as the page counted them (one each), so what fits the counter fits the limit.
         return (super().to_python(value) or "").replace("\r\n", "\n")  # None only with empty_value=None
+
+
+def json_object(text: str, *, example: str) -> dict[str, Any]:
+    """A form's JSON object, under the API's rules too (finite numbers, no NUL, no lone surrogate, bounded depth);
+    else a ValidationError saying what is wrong, with `example` of what is expected."""
+    try:
+        value = parse_json(text)
+    except UnstorableJSON as exc:
+        raise forms.ValidationError(str(exc)) from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError(f"must be a JSON object, e.g. {example}")
+    return value

@@ -92,11 +92,19 @@ SCREENS = [
     Screen("search", "durable:search", lambda s: s.url("durable:search") + "?q=ord-100"),
     Screen("limits", "durable:limits", lambda s: s.url("durable:limits")),
     Screen("schedules", "durable:schedules", lambda s: s.url("durable:schedules")),
+    Screen("schedule", "durable:schedule-detail",
+           lambda s: s.url("durable:schedule-detail", schedule_id=s.world.schedule.id)),
+    Screen("schedule-new", "durable:schedule-new", lambda s: s.url("durable:schedule-new")),
+    Screen("schedule-edit", "durable:schedule-edit",
+           lambda s: s.url("durable:schedule-edit", schedule_id=s.world.schedule.id)),
     Screen("preferences", "durable:preferences", lambda s: s.url("durable:preferences")),
     Screen("notifications", "durable:notifications", lambda s: s.url("durable:notifications")),
     Screen("bulk-cancel", "durable:bulk-cancel", lambda s: s.url("durable:bulk-cancel") + f"?run={s.cancelled.id}"
            f"&run={s.world.failed.id}&run={s.asking.run_id}"),
     Screen("bulk-retry", "durable:bulk-retry", lambda s: s.url("durable:bulk-retry") + "?by=filter&status=FAILED"),
+    Screen("paused", "durable:paused", lambda s: s.url("durable:paused")),
+    Screen("bulk-pause", "durable:bulk-pause", lambda s: s.url("durable:bulk-pause") + f"?run={s.asking.run_id}"),
+    Screen("bulk-resume", "durable:bulk-resume", lambda s: s.url("durable:bulk-resume") + "?by=filter&status=PAUSED"),
     # Django's plain 404 has no header (so no logout form): last, or the next screen would log in again.
     Screen("not-found", None, lambda s: s.url("durable:run-detail", run_id=uuid4())),
 ]
