@@ -142,6 +142,11 @@ def read_as_sender(method: str, path: str, held: set[str]) -> bool:
             and VIEW_RUN not in held and SEND_EVENT in held)
 
 
+def lists_as_sender(method: str, path: str, held: set[str]) -> bool:
+    """The runs list, asked for by such a role: its own runs only (none here: 200, an empty page)."""
+    return method == "GET" and path == "/api/runs/" and VIEW_RUN not in held and SEND_EVENT in held
+
+
 @pytest.mark.parametrize("role", list(ROLES))
 def test_each_role_reaches_exactly_the_endpoints_its_permissions_allow(objects, role):
     client = Client()
@@ -153,6 +158,10 @@ def test_each_role_reaches_exactly_the_endpoints_its_permissions_allow(objects, 
         if read_as_sender(method, path, held):
             if status != 404:
                 wrong.append(f"{method} {path}: {status}, expected 404 (a run it sent no event to)")
+            continue
+        if lists_as_sender(method, path, held):
+            if status != 200:
+                wrong.append(f"{method} {path}: {status}, expected 200 (its own runs, none)")
             continue
         allowed = set(needs) <= held
         if allowed == (status == 403):

@@ -21,10 +21,10 @@ ACTION_PERMISSIONS = {
     "events": "durable.view_run",  # the run's mailbox; payloads only under the contents rule
     "send_event": "durable.send_event",
 }
-# What a caller that may send events but not view runs (the webhook role) may still read: a run it sent an event to
-# (or started), and that run's mailbox (RunViewSet.get_queryset keeps only those runs: any other is 404, as a run
-# that does not exist).
-SENDERS_READ = frozenset({"retrieve", "events"})
+# What a caller that may send events but not view runs (the webhook role) may still read: the runs it sent an event
+# to (or started), listed, one by one, and their mailboxes (RunViewSet.get_queryset keeps only those runs: any other
+# is 404, as a run that does not exist, and absent from the list).
+SENDERS_READ = frozenset({"list", "retrieve", "events"})
 VIEW_RUN, SEND_EVENT = "durable.view_run", "durable.send_event"
 
 
