@@ -140,7 +140,9 @@ def build_world(sandbox: Any) -> World:
     Run.objects.filter(id=over_budget.id).update(created_by=owner)
     owner.api_token = api_token(owner, name="intake service")  # the token itself, for tests that call as the owner
     switch = PauseSwitch.objects.create(workflow_name="test-paused-elsewhere", reason="kept off", created_by=owner)
-    schedule = schedules.create(user=owner, name="hourly", workflow="test-trivial", cron="0 * * * *")
+    # An operator's schedule, made by someone other than the runs' owner (whose own actions some tests count).
+    schedule = schedules.create(user=user_with_roles("scheduler", OPERATOR), name="hourly", workflow="test-trivial",
+                                cron="0 * * * *")
     return World(owner, waiting, approval, attention, operation, failed, blocked, over_budget,
                  ApiToken.objects.get(user=owner), switch, schedule)
 
@@ -155,6 +157,7 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:run-resume": (world.blocked, reason),
         "api:run-pause": (world.waiting, reason),
         "api:pause-switch-list": (None, {"workflow": vw.NAME, "version": 2, **reason}),
+        "api:pause-switch-resume": (None, reason),
         "api:run-migrate": (world.blocked, {"to_version": 2, **reason}),
         "api:run-budget": (world.over_budget, {"tokens": 1000, **reason}),
         "api:run-migrate-blocked": (None, {"workflow": vw.NAME, "from_version": 1, "to_version": 2, **reason}),

@@ -69,7 +69,8 @@ def api(admin) -> Client:
 API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
     "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
-    "api:event-list", "api:run-budget", "api:run-pause", "api:pause-switch-list", "api:schedule-list",
+    "api:event-list", "api:run-budget", "api:run-pause", "api:pause-switch-list", "api:pause-switch-resume",
+    "api:schedule-list",
     "api:schedule-edit", "api:schedule-delete",
 ]
 
@@ -83,6 +84,7 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:run-resume": [("reason", True)],
     "api:run-pause": [("reason", ["bad prompt"])],
     "api:pause-switch-list": [("workflow", [vw.NAME]), ("version", "two"), ("reason", {"why": "r"})],
+    "api:pause-switch-resume": [("reason", ["v4"])],
     "api:run-migrate": [("to_version", "two"), ("reason", ["checked"])],
     "api:run-budget": [("tokens", "many"), ("tokens", 1.5), ("cost", ["1"]), ("cost", "NaN"), ("cost", "1e999"),
                        ("reason", ["checked"])],
@@ -107,7 +109,7 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
 TEXT_FIELDS: dict[str, list[str]] = {
     "api:run-list": ["workflow", "business_key", "idempotency_key", "input"],
     "api:run-cancel": ["reason"], "api:run-retry": ["reason"], "api:run-resume": ["reason"],
-    "api:run-pause": ["reason"], "api:pause-switch-list": ["workflow", "reason"],
+    "api:run-pause": ["reason"], "api:pause-switch-list": ["workflow", "reason"], "api:pause-switch-resume": ["reason"],
     "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"], "api:run-budget": ["reason"],
     "api:run-bulk": ["reason"],
     "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],

@@ -15,6 +15,7 @@ from durable.api.errors import LabelledErrors, service_errors
 from durable.api.pagination import CursorPages
 from durable.api.permissions import ActionPermission
 from durable.api.serializers import TextJSONField
+from durable.engine.limits import REASON_MAX_LENGTH
 from durable.models import Schedule
 
 VIEW_SCHEDULE = "durable.view_schedule"
@@ -53,7 +54,7 @@ class CreateScheduleSerializer(EditScheduleSerializer):
 
 
 class DeleteScheduleSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=500, required=False, default="", allow_blank=True,
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, required=False, default="", allow_blank=True,
                                    help_text="why, kept in the audit trail")
 
 
