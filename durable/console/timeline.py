@@ -185,11 +185,14 @@ def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, st
     if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
         done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
         summary = f"side effect {entry.name} asked again: already done in {done_in}, the recorded result was reused"
+    if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_run"):
+        summary = f"side effect {entry.name}: done in run {detail['done_in_run']}, its recorded result was reused"
     return Entry(entry.created_at, kind, entry.step, summary, detail=shown, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id),
                  visit=visit_label(visits, entry.visit),
-                 run_link=str(detail.get("run_id", "")) if kind == EntryKind.CHILD_RUN else "")
+                 run_link=str(detail.get("run_id", "")) if kind == EntryKind.CHILD_RUN
+                 else str(detail.get("done_in_run", "")))
 
 
 def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, str]) -> tuple[EntryKind, str, str]:

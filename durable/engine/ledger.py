@@ -101,6 +101,18 @@ def on_reentry(status: OperationStatus | str, *, resolved_by_hand: bool = False)
     }[OperationStatus(status)]
 
 
+def in_family(status: OperationStatus | str, *, resolved_by_hand: bool = False) -> Reentry:
+    """What a fork does with the operation another run of its family left (the same action and business key).
+
+    SUCCEEDED: the recorded result, nothing sent ("done in run <origin>"); FAILED_FINAL fails the step as it would
+    there. Anything else is that run's, in flight or in doubt (UNKNOWN, STARTED, or prepared and not settled): the
+    fork's same effect is held for an operator rather than sent beside it."""
+    reentry = on_reentry(status, resolved_by_hand=resolved_by_hand)
+    if reentry in (Reentry.RETURN_RECORDED, Reentry.TAKE_RESOLUTION, Reentry.FAIL_STEP):
+        return reentry
+    return Reentry.NEEDS_ATTENTION
+
+
 class Reconciliation(StrEnum):
     """How a STARTED (maybe sent) operation is settled, what the reconciler decided (invariant 3, docs/invariants.md).
 
