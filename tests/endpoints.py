@@ -148,6 +148,7 @@ def api_target(name: str, world: World) -> tuple[str, dict[str, Any]]:
         "api:run-retry": (world.failed, reason),
         "api:run-resume": (world.blocked, reason),
         "api:run-pause": (world.waiting, reason),
+        "api:run-fork": (world.failed, {"checkpoint": 0, "state": {}, **reason}),
         "api:pause-switch-list": (None, {"workflow": vw.NAME, "version": 2, **reason}),
         "api:run-migrate": (world.blocked, {"to_version": 2, **reason}),
         "api:run-budget": (world.over_budget, {"tokens": 1000, **reason}),
