@@ -173,6 +173,7 @@ def console_target(name: str, world: World, username: str) -> tuple[str, dict[st
         "durable:run-retry": (world.failed, confirmed),
         "durable:run-resume": (world.blocked, confirmed),
         "durable:run-pause": (world.waiting, confirmed),
+        "durable:run-fork": (world.failed, {"checkpoint": "0", **confirmed}),
         "durable:paused": (None, {"workflow": vw.NAME, "version": "2", **confirmed}),
         "durable:paused-resume": (None, confirmed),
         "durable:bulk-pause": (None, {"runs": f"{world.waiting.id}:{world.waiting.status}", **confirmed}),

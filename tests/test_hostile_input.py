@@ -295,6 +295,7 @@ CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:run-budget",
     "durable:bulk-cancel", "durable:bulk-retry", "approvals:decide",
     "durable:run-pause", "durable:bulk-pause", "durable:bulk-resume", "durable:paused", "durable:paused-resume",
+    "durable:run-fork",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
     "durable:login", "durable:logout",
     "durable:notifications",

@@ -26,8 +26,9 @@ WHOLE = "r" * REASON_MAX_LENGTH
 
 def test_the_forms_and_endpoints_with_a_reason_are_found():
     # cancel/retry/resume/migrate, decide, resolve, revoke, bulk cancel/retry, raise a budget; pause a run, bulk
-    # pause/resume, pause a workflow and run it again (the console); pause a run, pause a workflow (the API)
-    assert len(REASON_FORMS) == 15 and len(REASON_ENDPOINTS) == 12
+    # pause/resume, pause a workflow and run it again (the console); pause a run, pause a workflow (the API); fork
+    # a run (both)
+    assert len(REASON_FORMS) == 16 and len(REASON_ENDPOINTS) == 13
 
 
 def kept_reasons() -> list[str]:
