@@ -43,8 +43,10 @@ def test_a_fork_names_its_origin_and_the_origin_lists_it(ended):
     assert forked.forked_at_seq == 1
     origin_page = client.get(detail_url(ended)).content.decode()
     assert "Forks of this run" in origin_page and str(forked.id)[:10] in origin_page
+    assert "forked from checkpoint #1 into a new run" in origin_page  # its timeline too
     fork_page = client.get(detail_url(forked)).content.decode()
     assert "A fork of run" in fork_page and "from its checkpoint 1" in fork_page
+    assert "fork_run (" in fork_page  # its timeline: who forked it, why, the origin linked
 
 
 def test_refusals_are_shown_on_the_page_and_write_nothing(ended):
