@@ -182,15 +182,19 @@ def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstr
 
 def _answered_in_family(store: RunStore, lease: Lease, row: SideEffect) -> dict[str, Any]:
     """A fork asks what a run of its family did: its recorded result ("done in run <origin>", nothing sent), its
-    final failure, or, while that run's effect is in flight or in doubt, a hold until an operator resolves it there."""
+    final failure, a hold while it is UNKNOWN there (the operator's resolution there releases the fork too), or a
+    retry later while that run may still send it."""
     reentry = in_family(row.status, resolved_by_hand=row.status_set_by_operator)
+    what = f"operation {row.operation_id} ({row.action_name} for {row.business_key})"
     if reentry is Reentry.FAIL_STEP:
-        raise NonRetryableError(f"operation {row.operation_id} ({row.action_name}) failed for good in run "
-                                f"{row.run_id}: {row.last_error}", kind="side_effect_failed")
+        raise NonRetryableError(f"{what} failed for good in run {row.run_id}: {row.last_error}",
+                                kind="side_effect_failed")
     if reentry is Reentry.NEEDS_ATTENTION:
-        raise NeedsAttention(f"operation {row.operation_id} ({row.action_name} for {row.business_key}) is "
-                             f"{row.status} in run {row.run_id} of this run's family: resolve it there, then retry "
-                             "this run", operation_id=row.operation_id)
+        raise NeedsAttention(f"{what} is UNKNOWN in run {row.run_id} of this run's family: an operator must say "
+                             "whether it happened; resolving it there lets this run go on", operation_id=row.operation_id)
+    if reentry is Reentry.WAIT_FOR_FAMILY:
+        raise RetryableError(f"{what} is {row.status} in run {row.run_id} of this run's family, which may still send "
+                             "it: asked again later, never sent from here", kind="in_flight_in_family")
     if reentry is Reentry.RETURN_RECORDED:
         ledger.count_prevented_duplicate(store, lease, row)
         metrics.duplicate_prevented(row.action_name)

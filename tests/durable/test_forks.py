@@ -11,6 +11,7 @@ from durable.engine.states import RunStatus
 from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 from durable.runtime import executor
+from reconciliation.services import resolve_operation
 from tests.durable import version_workflows as vw
 from tests.durable.ledger_workflows import probe
 
@@ -99,12 +100,27 @@ def test_an_edited_state_with_a_new_business_key_is_performed_and_its_difference
     assert audited == {"amount": ["10.00", "99.00"], "business_key": ["B-1", "B-2"]}
 
 
-def test_an_effect_unknown_in_the_family_holds_the_forks_same_effect_for_an_operator():
+def test_an_effect_unknown_in_the_family_holds_the_fork_until_an_operator_resolves_it_there():
     origin = finished_charge()
+    row = SideEffect.objects.get(run=origin)
     SideEffect.objects.filter(run=origin).update(status=Op.UNKNOWN)
     forked = finish(fork(origin))
     assert forked.status == RunStatus.NEEDS_ATTENTION and len(probe.calls) == 1
-    assert f"in run {origin.id}" in forked.error["message"]
+    assert forked.error["operation_id"] == row.operation_id and f"UNKNOWN in run {origin.id}" in forked.error["message"]
+    resolve_operation(operation_id=row.operation_id, user=None, outcome="succeeded", external_ref="checked-by-hand",
+                      reason="the provider's dashboard shows it", source="api")
+    assert Run.objects.get(id=forked.id).status == RunStatus.PENDING  # released with the origin's resolution
+    forked = finish(forked)
+    assert forked.status == RunStatus.SUCCEEDED and len(probe.calls) == 1
+    assert Checkpoint.objects.filter(run=forked).latest("seq").state["charge"] == {"external_ref": "checked-by-hand"}
+
+
+def test_an_effect_the_family_may_still_send_is_asked_again_later_never_sent_from_the_fork():
+    origin = finished_charge()
+    SideEffect.objects.filter(run=origin).update(status=Op.STARTED)  # a call in flight there, as the ledger says
+    forked = finish(fork(origin))
+    assert (forked.status, forked.error["kind"]) == (RunStatus.WAITING_RETRY, "in_flight_in_family")
+    assert len(probe.calls) == 1
 
 
 def test_a_fork_of_a_checkpoint_that_does_not_exist_writes_nothing():

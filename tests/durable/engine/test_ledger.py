@@ -113,9 +113,9 @@ def test_reentry_depends_only_on_the_operations_status(status, reentry):
     (Op.SUCCEEDED, Reentry.RETURN_RECORDED),  # done in run <origin>: nothing sent
     (Op.FAILED_FINAL, Reentry.FAIL_STEP),
     (Op.UNKNOWN, Reentry.NEEDS_ATTENTION),  # held until an operator resolves it
-    (Op.STARTED, Reentry.NEEDS_ATTENTION),  # the other run's, maybe in flight: never sent beside it
-    (Op.PENDING, Reentry.NEEDS_ATTENTION),
-    (Op.FAILED_RETRYABLE, Reentry.NEEDS_ATTENTION),
+    (Op.STARTED, Reentry.WAIT_FOR_FAMILY),  # the other run's, maybe in flight: never sent beside it
+    (Op.PENDING, Reentry.WAIT_FOR_FAMILY),
+    (Op.FAILED_RETRYABLE, Reentry.WAIT_FOR_FAMILY),
 ])
 def test_a_fork_meeting_its_familys_operation_sends_nothing_of_its_own(status, reentry):
     assert in_family(status) is reentry
