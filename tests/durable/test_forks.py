@@ -10,6 +10,8 @@ from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
 from durable.errors import Conflict, InvalidInput
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
+from durable.replay_records import RecordedRun, from_database
+from durable.replayer import replay_run
 from durable.runtime import executor
 from reconciliation.services import resolve_operation
 from tests.durable import version_workflows as vw
@@ -156,3 +158,14 @@ def test_a_fork_onto_a_newer_version_takes_its_migration_or_is_a_conflict_naming
     with pytest.raises(InvalidInput) as unknown:
         fork(run, seq=1, version=7)
     assert "version" in unknown.value.errors
+
+
+def test_a_fork_replays_from_its_record_with_its_familys_ledger():
+    """What `durable_versions --check` replays: the fork's charge is answered by the origin's row, no mismatch."""
+    origin = finished_charge()
+    forked = finish(fork(origin))
+    record = next(from_database(Run.objects.filter(id=forked.id)))
+    assert record.family_root == str(origin.id)
+    assert RecordedRun.from_json(record.as_json()).family_root == str(origin.id)
+    report = replay_run(record)
+    assert report.ok and report.visits == 2, report
