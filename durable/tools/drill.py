@@ -301,11 +301,12 @@ def fork_completed(run_ids: list[UUID], account: Any, workflow: Workflow) -> lis
 
 def fork_counts(forked: list[UUID], before: dict[str, dict[str, int]],
                 after: dict[str, dict[str, int]]) -> dict[str, int]:
-    """How many forks there were and completed, and the effects the stand-ins counted while they ran."""
+    """How many forks there were and settled (a fork's activities run again and may refuse now: an order already
+    refunded fails the fork's own check, which is no broken promise), and the effects counted while they ran."""
     def total(effects: dict[str, dict[str, int]]) -> int:
         return sum(n for service in effects.values() for n in service.values())
-    completed = Run.objects.filter(id__in=forked, status=RunStatus.SUCCEEDED).count()
-    return {"forks": len(forked), "forks_completed": completed, "fork_effects": total(after) - total(before)}
+    settled = Run.objects.filter(id__in=forked, status__in=SETTLED).count()
+    return {"forks": len(forked), "forks_settled": settled, "fork_effects": total(after) - total(before)}
 
 
 def cancel_unsettled(run_ids: list[UUID]) -> None:
