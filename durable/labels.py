@@ -15,7 +15,7 @@ FIELD_LABELS: dict[str, str] = {
     "created_after": "Created on or after", "created_before": "Created before", "q": "Find a run",
     "input": "Input", "idempotency_key": "Idempotency key", "after": "Page", "run": "Run",
     "reason": "Reason", "confirm": "Confirmation", "to_version": "To version", "from_version": "From version",
-    "priority": "Priority",
+    "priority": "Priority", "checkpoint": "Checkpoint", "state": "State (JSON object)",
     # approvals
     "kind": "Kind", "verdict": "Decision", "snapshot_hash": "Snapshot you saw", "tab": "Queue",
     # reconciliation

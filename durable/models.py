@@ -78,6 +78,13 @@ class Run(models.Model):
     pause_requested_at = models.DateTimeField(null=True, blank=True)
     pause_reason = models.TextField(blank=True, default="", db_default="")
     paused_by_switch = models.BooleanField(default=False, db_default=False)
+    # A fork (durable/forks.py): the run and checkpoint it started from, and its family's first run, which names the
+    # family's operation ids (durable.engine.ids.family_operation_id). A plain UUID, not a key: the ids never change
+    # with what retention or a deletion does to the root. NULL on a run that is not a fork (its own root).
+    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
+                                    help_text="the run this one was forked from (durable.forks.fork_run)")
+    forked_at_seq = models.PositiveIntegerField(null=True, blank=True, help_text="the origin's checkpoint it forked")
+    family_root = models.UUIDField(null=True, blank=True, help_text="the first run of its family, when a fork")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -119,6 +126,7 @@ class Run(models.Model):
             ("send_event", "Can send events to runs"),
             ("raise_budget", "Can raise the budget of a run stopped by it"),
             ("pause_run", "Can pause and resume runs, and every run of a workflow at once"),
+            ("fork_run", "Can start a new run from a checkpoint of any run (a fork)"),
         ]
 
     def __str__(self) -> str:

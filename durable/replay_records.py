@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.apps import apps
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from durable.engine.replay import RecordedCall
 from durable.engine.states import TERMINAL
@@ -52,6 +52,9 @@ class RecordedRun:
     side_effects: list[dict[str, Any]] = field(default_factory=list)  # one per ledger row
     approvals: list[dict[str, Any]] = field(default_factory=list)  # one per approval request (each ask)
     patches: list[dict[str, Any]] = field(default_factory=list)  # step, visit, name, patched
+    # A fork's family's first run (durable/forks.py): its operation ids are the family's, and `side_effects` holds
+    # the family's rows, those of another run with their "run_id".
+    family_root: str | None = None
 
     @property
     def unfinished(self) -> bool:
@@ -98,14 +101,15 @@ class RecordedRun:
         return {"format": EXPORT_FORMAT, "run_id": self.run_id, "workflow": self.workflow, "version": self.version,
                 "status": self.status, "business_key": self.business_key, "checkpoints": self.checkpoints,
                 "calls": self.calls, "side_effects": self.side_effects, "approvals": self.approvals,
-                "patches": self.patches}
+                "patches": self.patches, **({"family_root": self.family_root} if self.family_root else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RecordedRun:
         if data.get("format") != EXPORT_FORMAT:
             raise ValueError(f"not a durable_export line (format {data.get('format')!r}, expected {EXPORT_FORMAT!r})")
         return cls(data["run_id"], data["workflow"], int(data["version"]), data["status"], data["business_key"],
-                   data["checkpoints"], data["calls"], data["side_effects"], data["approvals"], data["patches"])
+                   data["checkpoints"], data["calls"], data["side_effects"], data["approvals"], data["patches"],
+                   data.get("family_root"))
 
 
 def write_export(runs: Iterable[RecordedRun], out: IO[str]) -> int:
@@ -130,7 +134,8 @@ def from_database(runs: QuerySet[Run]) -> Iterator[RecordedRun]:
     """The runs' records, one run at a time (a few queries each)."""
     for run in runs.iterator(chunk_size=200):
         yield RecordedRun(str(run.id), run.workflow_name, run.workflow_version, run.status, run.business_key,
-                          _checkpoints(run), _calls(run), _side_effects(run), _approvals(run), _patches(run))
+                          _checkpoints(run), _calls(run), _side_effects(run), _approvals(run), _patches(run),
+                          str(run.family_root) if run.family_root else None)
 
 
 def _checkpoints(run: Run) -> list[dict[str, Any]]:
@@ -155,9 +160,15 @@ def _calls(run: Run) -> list[dict[str, Any]]:
 
 
 def _side_effects(run: Run) -> list[dict[str, Any]]:
-    return [dict(row) for row in SideEffect.objects.filter(run=run).values(
-        "operation_id", "step", "visit", "action_name", "business_key", "request_hash", "payload", "status",
-        "result_json", "external_ref", "last_error")]
+    """The run's ledger rows; a fork's, with those of the other runs of its family (each naming its run)."""
+    fields = ("operation_id", "step", "visit", "action_name", "business_key", "request_hash", "payload", "status",
+              "result_json", "external_ref", "last_error")
+    own = [dict(row) for row in SideEffect.objects.filter(run=run).values(*fields)]
+    if run.family_root is None:
+        return own
+    family = Run.objects.filter(Q(id=run.family_root) | Q(family_root=run.family_root)).exclude(id=run.id)
+    return own + [{**row, "run_id": str(row["run_id"])} for row in
+                  SideEffect.objects.filter(run__in=family.values("id")).values(*fields, "run_id")]
 
 
 def _approvals(run: Run) -> list[dict[str, Any]]:

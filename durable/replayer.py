@@ -29,7 +29,7 @@ from durable.engine.errors import (
     NonRetryableError,
     OperationConflict,
 )
-from durable.engine.ids import operation_id, request_hash
+from durable.engine.ids import family_operation_id, request_hash
 from durable.engine.replay import Mismatch, ReplayCursor, ReplayMismatch, history_goes_past, payload_difference
 from durable.engine.waits import ChildRun, Event
 from durable.registry import UnknownWorkflow, WorkflowRegistry, registry
@@ -202,14 +202,15 @@ class ReplayContext:
 
     def side_effect(self, action: str, *, business_key: str, downstream: Downstream,
                     payload: dict[str, Any]) -> dict[str, Any]:
-        op_id = operation_id(self._run.run_id, action, business_key)
+        op_id = family_operation_id(self._run.run_id, self._run.family_root, action, business_key)
         row = self._run.side_effect(op_id)
         what = f"side effect {action!r} for {business_key}"
         if row is None:
             self._end(what, "nothing recorded", to_json(payload))
         asked = to_json(payload)
         if row["request_hash"] != request_hash(asked):
-            if (row["step"], row["visit"]) == (self.step, self.visit) and op_id not in self.cursor.prepared:
+            if ("run_id" not in row and (row["step"], row["visit"]) == (self.step, self.visit)
+                    and op_id not in self.cursor.prepared):  # a row of another run of a fork's family: a conflict
                 recorded, new = payload_difference(row["payload"], asked)
                 raise self.cursor.mismatched(Mismatch(self.step, self.visit, "side_effect", what, recorded, new))
             raise OperationConflict(f"operation {op_id} ({action} for {business_key}) was prepared with request hash "

@@ -17,7 +17,8 @@ TOKENS = ("durable.manage_apitoken",)  # create and revoke anyone's API tokens (
 NOTIFICATIONS = ("durable.view_notificationevent", "durable.view_notificationdelivery", "durable.view_deliveryattempt")
 STEER = ("durable.start_run", "durable.cancel_run", "durable.retry_run", "durable.resume_run", "durable.migrate_run",
          "durable.send_event",  # an event wakes a waiting run: steering it, like a retry
-         "durable.pause_run")  # pause and resume a run, or every run of a workflow (its kill switch)
+         "durable.pause_run",  # pause and resume a run, or every run of a workflow (its kill switch)
+         "durable.fork_run")  # a new run from a checkpoint of any run, its family's ledger kept
 SPEND = ("durable.raise_budget",)  # let a run stopped by its budget spend more on model calls
 # A webhook's service account: it sends events to runs and reads the status of the runs it sent events to (never
 # their contents, nor the events' payloads; durable/api/permissions.py, SENDERS_READ); it cannot list runs, start,

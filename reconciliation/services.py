@@ -71,7 +71,7 @@ def resolve_operation(*, operation_id: str, user: Caller | None, outcome: str, r
         JournalEntry.objects.create(run=run, kind=JournalEntry.Kind.OPERATOR, step=row.step, name=row.action_name,
                                     detail={**detail, "by": getattr(user, "username", None), "reason": reason},
                                     fencing_token=run.fencing_token, created_at=now)
-        _continue_run(run)
+        _continue_run(run, operation_id)
     metrics.reconciled(row.action_name, f"resolved_{outcome}")
     with logs.bound(run_id=str(run.id), workflow=run.workflow_name, version=run.workflow_version, step=row.step,
                     operation_id=operation_id):
@@ -80,12 +80,15 @@ def resolve_operation(*, operation_id: str, user: Caller | None, outcome: str, r
     return row
 
 
-def _continue_run(run: Run) -> None:
-    """Once no operation of the run is UNKNOWN, it goes back to work from its checkpoint."""
-    if SideEffect.objects.filter(run=run, status=Op.UNKNOWN).exists():
-        return
-    transitions.move(run.id, RunStatus.PENDING, sources={RunStatus.NEEDS_ATTENTION}, error=None,
-                     enqueued_at=timezone.now())
+def _continue_run(run: Run, operation_id: str) -> None:
+    """Once no operation of the run is UNKNOWN, it goes back to work from its checkpoint; so do the forks held on
+    this operation of their family (durable/forks.py), which then take the resolution."""
+    held = list(Run.objects.filter(status=RunStatus.NEEDS_ATTENTION, error__operation_id=operation_id)
+                .exclude(id=run.id).values_list("id", flat=True))
+    if not SideEffect.objects.filter(run=run, status=Op.UNKNOWN).exists():
+        held.append(run.id)
+    transitions.move_all(held, RunStatus.PENDING, sources={RunStatus.NEEDS_ATTENTION}, error=None,
+                         enqueued_at=timezone.now())
 
 
 def why_no_lookup(operation: SideEffect, downstream: Downstream | None) -> str:

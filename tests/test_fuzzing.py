@@ -99,6 +99,7 @@ FORM_FIELDS = {
     "durable:bulk-cancel": ["runs", "reason", "confirm"],
     "durable:bulk-retry": ["runs", "reason", "confirm"],
     "durable:run-pause": ["reason", "confirm"],
+    "durable:run-fork": ["checkpoint", "version", "state", "reason", "confirm"],
     "durable:bulk-pause": ["runs", "reason", "confirm"],
     "durable:bulk-resume": ["runs", "reason", "confirm"],
     "durable:paused": ["workflow", "version", "reason", "confirm"],

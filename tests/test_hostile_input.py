@@ -70,8 +70,7 @@ API_BODY_ENDPOINTS = [
     "api:run-list", "api:run-cancel", "api:run-retry", "api:run-resume", "api:run-migrate", "api:run-migrate-blocked",
     "api:run-bulk", "api:approval-approve", "api:approval-reject", "api:operation-resolve", "api:run-events",
     "api:event-list", "api:run-budget", "api:run-pause", "api:pause-switch-list", "api:pause-switch-resume",
-    "api:schedule-list",
-    "api:schedule-edit", "api:schedule-delete",
+    "api:run-fork", "api:schedule-list", "api:schedule-edit", "api:schedule-delete",
 ]
 
 
@@ -83,6 +82,8 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "api:run-retry": [("reason", {"why": "checked"})],
     "api:run-resume": [("reason", True)],
     "api:run-pause": [("reason", ["bad prompt"])],
+    "api:run-fork": [("checkpoint", "zero"), ("checkpoint", -1), ("version", "two"), ("state", ["not", "an object"]),
+                     ("reason", ["prompt fixed"])],
     "api:pause-switch-list": [("workflow", [vw.NAME]), ("version", "two"), ("reason", {"why": "r"})],
     "api:pause-switch-resume": [("reason", ["v4"])],
     "api:run-migrate": [("to_version", "two"), ("reason", ["checked"])],
@@ -110,6 +111,7 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "api:run-list": ["workflow", "business_key", "idempotency_key", "input"],
     "api:run-cancel": ["reason"], "api:run-retry": ["reason"], "api:run-resume": ["reason"],
     "api:run-pause": ["reason"], "api:pause-switch-list": ["workflow", "reason"], "api:pause-switch-resume": ["reason"],
+    "api:run-fork": ["reason", "state"],
     "api:run-migrate": ["reason"], "api:run-migrate-blocked": ["workflow", "reason"], "api:run-budget": ["reason"],
     "api:run-bulk": ["reason"],
     "api:approval-approve": ["reason"], "api:approval-reject": ["reason"],
@@ -142,7 +144,7 @@ def refusal(response, *names: str) -> str:
 
 # The fields that take any JSON value (an object here): bounded in depth, storable, refused naming the field.
 JSON_FIELDS = [("api:run-list", "input"), ("api:operation-resolve", "result"), ("api:run-events", "payload"),
-               ("api:event-list", "payload")]
+               ("api:event-list", "payload"), ("api:run-fork", "state")]
 
 
 def test_every_api_endpoint_that_takes_a_body_is_covered():
@@ -224,7 +226,7 @@ def test_a_nul_character_in_any_text_field_is_a_400_naming_the_field_and_writes_
     url, body = api_target(endpoint, world)
     before, wrong = written(), []
     for field in TEXT_FIELDS[endpoint]:
-        value = {"text": "a\x00b"} if field in ("input", "result", "payload") else "a\x00b"
+        value = {"text": "a\x00b"} if field in ("input", "result", "payload", "state") else "a\x00b"
         if problem := refusal(post_json(api, url, {**body, field: value}), field):
             wrong.append(f"{field}: {problem}")
     assert wrong == [] and written() == before
@@ -303,6 +305,7 @@ CONSOLE_FORMS = [
     "durable:run-cancel", "durable:run-retry", "durable:run-resume", "durable:run-migrate", "durable:run-budget",
     "durable:bulk-cancel", "durable:bulk-retry", "approvals:decide",
     "durable:run-pause", "durable:bulk-pause", "durable:bulk-resume", "durable:paused", "durable:paused-resume",
+    "durable:run-fork",
     "reconciliation:lookup", "reconciliation:resolve", "durable:tokens", "durable:token-revoke", "durable:preferences",
     "durable:login", "durable:logout",
     "durable:notifications",

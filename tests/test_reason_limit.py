@@ -26,9 +26,9 @@ WHOLE = "r" * REASON_MAX_LENGTH
 
 def test_the_forms_and_endpoints_with_a_reason_are_found():
     # cancel/retry/resume/migrate, decide, resolve, revoke, bulk cancel/retry, raise a budget; pause a run, bulk
-    # pause/resume, pause a workflow and run it again, delete a schedule (the console); pause a run, pause a workflow
-    # and run it again, delete a schedule (the API)
-    assert len(REASON_FORMS) == 16 and len(REASON_ENDPOINTS) == 14
+    # pause/resume, pause a workflow and run it again, delete a schedule, fork a run (the console); pause a run, pause
+    # a workflow and run it again, delete a schedule, fork a run (the API)
+    assert len(REASON_FORMS) == 17 and len(REASON_ENDPOINTS) == 15
 
 
 def kept_reasons() -> list[str]:

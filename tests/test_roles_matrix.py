@@ -46,6 +46,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/runs/{r}/migrate/", ("durable.migrate_run",)),
         ("POST", f"/runs/{r}/budget/", ("durable.raise_budget",)),
         ("POST", f"/runs/{r}/pause/", ("durable.pause_run",)),
+        ("POST", f"/runs/{r}/fork/", ("durable.fork_run",)),
         *((method, f"/runs/bulk/{action}/", (VIEW_RUN, f"durable.{action}_run"))
           for action in ("cancel", "retry", "pause", "resume") for method in ("GET", "POST")),
         ("GET", "/approvals/", (VIEW_APPROVAL,)),
@@ -87,6 +88,7 @@ def endpoints(run: Run, approval: ApprovalRequest, op: SideEffect, token: ApiTok
         ("POST", f"/api/runs/{r}/migrate/", ("durable.migrate_run",)),
         ("POST", f"/api/runs/{r}/budget/", ("durable.raise_budget",)),
         ("POST", f"/api/runs/{r}/pause/", ("durable.pause_run",)),
+        ("POST", f"/api/runs/{r}/fork/", ("durable.fork_run",)),
         ("GET", "/api/pause-switches/", (VIEW_RUN,)),
         ("POST", "/api/pause-switches/", ("durable.pause_run",)),
         ("GET", "/api/pause-switches/999999/", (VIEW_RUN,)),

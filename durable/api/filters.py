@@ -33,6 +33,7 @@ class RunFilterSerializer(serializers.Serializer):
     waiting_for = serializers.ChoiceField(choices=WAIT_KINDS, required=False,
                                           help_text="WAITING runs waiting for a timer, an event or child runs")
     parent_run = serializers.UUIDField(required=False, help_text="the child runs of this run")
+    forked_from = serializers.UUIDField(required=False, help_text="the forks of this run (durable/forks.py)")
     cost_min = serializers.DecimalField(required=False, max_digits=COST_DIGITS, decimal_places=COST_DECIMALS,
                                         min_value=0, help_text="runs whose priced model calls cost at least this")
     tokens_min = serializers.IntegerField(required=False, min_value=0, max_value=MAX_TOKENS, help_text="runs whose model calls used at "
@@ -60,6 +61,7 @@ def filter_runs(queryset: QuerySet[Run], params: dict[str, object]) -> QuerySet[
         "created_before": "created_at__lt",
         "finished_after": "finished_at__gte",
         "parent_run": "parent_run_id",
+        "forked_from": "forked_from_id",
         "cost_min": "cost__gte",
         "tokens_min": "tokens__gte",
     }

@@ -14,6 +14,7 @@ ACTION_PERMISSIONS = {
     "retry": "durable.retry_run",
     "resume": "durable.resume_run",
     "pause": "durable.pause_run",
+    "fork": "durable.fork_run",
     "migrate": "durable.migrate_run",
     "budget": "durable.raise_budget",
     "migrate_blocked": "durable.migrate_run",

@@ -96,6 +96,20 @@ class MigrateSerializer(ReasonSerializer):
     to_version = serializers.IntegerField(min_value=1)
 
 
+class ForkSerializer(serializers.Serializer):
+    checkpoint = serializers.IntegerField(min_value=0, max_value=2**31 - 1, help_text="the seq of the run's checkpoint to fork from")
+    version = serializers.IntegerField(min_value=1, required=False, help_text="a newer version that takes over from "
+                                       "that checkpoint (its topology, or a migration); by default the run's")
+    state = TextJSONField(required=False, help_text="the fork's state (an object) instead of the checkpoint's, "
+                          "validated by the workflow's state model; what it changes is audited")
+    reason = serializers.CharField(max_length=REASON_MAX_LENGTH, help_text="why: audited with the fork")
+
+    def validate_state(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("the state is a JSON object, as the state model reads it")
+        return value
+
+
 class MigrateBlockedSerializer(MigrateSerializer):
     workflow = serializers.CharField(max_length=100)
     from_version = serializers.IntegerField(min_value=1)
@@ -145,6 +159,8 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="while the run is WAITING: the timer, the event names or the child runs it waits for; else null")
     children = serializers.SerializerMethodField(
         help_text="the runs list of the child runs this run's steps started (ctx.start_child)")
+    forks = serializers.SerializerMethodField(
+        help_text="the runs list of the runs forked from this one (POST /api/runs/{id}/fork/)")
 
     @extend_schema_field(WaitingForSerializer(allow_null=True))
     def get_waiting_for(self, run: Run) -> dict[str, Any] | None:
@@ -154,7 +170,14 @@ class RunSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.URI)
     def get_children(self, run: Run) -> str:
         # A link, not a list: the runs list stays one query whatever the number of children.
-        url = f"{reverse('api:run-list')}?{urlencode({'parent_run': run.id})}"
+        return self._runs_list({"parent_run": run.id})
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_forks(self, run: Run) -> str:
+        return self._runs_list({"forked_from": run.id})
+
+    def _runs_list(self, query: dict[str, Any]) -> str:
+        url = f"{reverse('api:run-list')}?{urlencode(query)}"
         request = self.context.get("request")
         return request.build_absolute_uri(url) if request is not None else url
 
@@ -168,6 +191,7 @@ class RunSerializer(serializers.ModelSerializer):
             "waiting_for", "parent_run", "children",
             "input_tokens", "output_tokens", "cost", "unpriced_tokens", "budget_tokens", "budget_cost", "priority",
             "pause_requested_at", "pause_reason", "paused_by_switch",
+            "forked_from", "forked_at_seq", "family_root", "forks",
         ]
         read_only_fields = fields
 

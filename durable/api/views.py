@@ -7,10 +7,11 @@ from django.db.models import Q
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from durable import pauses, services, versions
+from durable import forks, pauses, services, versions
 from durable.api.bulk import BulkResultSerializer, BulkSerializer, bulk_answer
 from durable.api.errors import LabelledErrors, service_errors
 from durable.api.events import (
@@ -30,6 +31,7 @@ from durable.api.permissions import RunPermission, reads_as_sender
 from durable.api.schema import ConflictSerializer
 from durable.api.serializers import (
     CancelledRunSerializer,
+    ForkSerializer,
     MigrateBlockedResultSerializer,
     MigrateBlockedSerializer,
     MigrateSerializer,
@@ -96,6 +98,8 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
             return ReasonSerializer
         if self.action == "migrate":
             return MigrateSerializer
+        if self.action == "fork":
+            return ForkSerializer
         if self.action == "migrate_blocked":
             return MigrateBlockedSerializer
         if self.action == "bulk":
@@ -209,6 +213,26 @@ class RunViewSet(LabelledErrors, mixins.ListModelMixin, mixins.RetrieveModelMixi
         boundary, once the call in flight is recorded (`pause_requested_at` set, status still RUNNING until then).
         409 for a run that has ended or is paused already."""
         return self._steer(request, pauses.pause_run)
+
+    @extend_schema(request=ForkSerializer, responses={201: RunSerializer}, description=(
+        "Start a new run (a fork) from checkpoint `checkpoint` of this run, in any status: on its version or a newer "
+        "one that takes over from there (`version`; 409 naming the difference when it cannot), with the "
+        "checkpoint's state or an edited one (`state`, validated by the state model: 400 naming the field). The "
+        "fork never performs again a side effect its family performed (the same action and business key): it "
+        "takes that run's recorded result. 404 for a checkpoint the run does not have."))
+    @action(detail=True, methods=["post"])
+    def fork(self, request: Request, pk: str | None = None) -> Response:
+        origin = self.get_object()
+        payload = ForkSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        with service_errors():
+            try:
+                run = forks.fork_run(run_id=origin.id, seq=data["checkpoint"], version=data.get("version"),
+                                     state=data.get("state"), reason=data["reason"], user=request.user, source="api")
+            except forks.NoSuchCheckpoint as missing:
+                raise NotFound(str(missing)) from None
+        return Response(RunSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=RaiseBudgetSerializer, responses=RunSerializer)
     @action(detail=True, methods=["post"])

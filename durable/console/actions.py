@@ -1,4 +1,5 @@
-"""What an operator may do to a run from the console: cancel, retry now, pause, resume, migrate, raise its budget.
+"""What an operator may do to a run from the console: cancel, retry now, pause, resume, migrate, raise its budget,
+fork it from a checkpoint (offered on each checkpoint of the timeline, not in the actions panel).
 
 Each action goes through the same service the API calls (it checks the state and writes the
 audit trail). The statuses here only decide which buttons to offer; the service decides.
@@ -9,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from durable import budgets, pauses, services, versions
-from durable.console.forms import ActionForm, BudgetForm, MigrateForm
+from durable import budgets, forks, pauses, services, versions
+from durable.console.forms import ActionForm, BudgetForm, ForkForm, MigrateForm
 from durable.engine.states import TERMINAL, RunStatus
+from durable.errors import InvalidInput
 from durable.models import Run
 from durable.permissions import Caller
 from durable.registry import registry
@@ -37,9 +39,13 @@ class RunAction:
             return MigrateForm(data, versions=migration_targets(run))
         if self.name == "budget":
             return BudgetForm(data)
+        if self.name == "fork":
+            return ForkForm(data)
         return ActionForm(data)
 
     def offered(self, run: Run, user: Caller) -> bool:
+        if self.name == "fork":  # on each checkpoint of the timeline ("Fork from here"), not in the panel
+            return False
         if self.name == "resume" and run.pause_requested_at is not None:  # a pause asked, not made yet, is forgotten
             return user.has_perm(self.permission) and run.status not in TERMINAL
         if not user.has_perm(self.permission) or run.status not in self.statuses:
@@ -80,6 +86,22 @@ def _raise_budget(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, st
     return run, "Budget raised. The run goes on from the step visit it stopped in, and makes the model call it stopped before."
 
 
+def _fork(run: Run, user: Caller, data: dict[str, Any]) -> tuple[Run, str]:
+    """The origin's page says where the fork is; the fork's own page names its origin."""
+    try:
+        fork = forks.fork_run(run_id=run.id, seq=data["checkpoint"], version=data.get("version"),
+                              state=data.get("state"), reason=data["reason"], user=user, source="console")
+    except forks.NoSuchCheckpoint as exc:
+        raise InvalidInput({"checkpoint": [str(exc)]}) from None
+    except InvalidInput as exc:  # the state model's fields ("state.done") shown on the form's state, named
+        shown: dict[str, list[str]] = {}
+        for name, errors in exc.errors.items():
+            shown.setdefault(name.partition(".")[0], []).extend(f"{name}: {error}" for error in errors)
+        raise InvalidInput(shown) from None
+    return run, (f"Forked from checkpoint {data['checkpoint']}: the new run is {fork.id} (listed under Forks). "
+                 "What this run's family already performed is not performed again.")
+
+
 ACTIONS: dict[str, RunAction] = {action.name: action for action in (
     RunAction("cancel", "Cancel the run", "The run stops for good; a worker holding it loses its lease at its next "
               "write, and its open approval requests close. What already happened stays done: the answer names it.",
@@ -103,6 +125,10 @@ ACTIONS: dict[str, RunAction] = {action.name: action for action in (
               "limit (above what it has used) and it goes on from that step visit: what the visit recorded is reused, "
               "not asked again. Or cancel it.", budgets.RAISE_BUDGET, frozenset({RunStatus.NEEDS_ATTENTION}),
               _raise_budget),
+    RunAction("fork", "Fork from here", "A new run starts from this checkpoint, on this version or a newer one that "
+              "takes over from it, with this state or the one you give. A business action this run's family already "
+              "performed is not performed again: the fork takes its recorded result.", "durable.fork_run",
+              frozenset(RunStatus), _fork),
 )}
 
 

@@ -12,6 +12,7 @@ from durable.api.filters import RunFilterSerializer, filter_runs, position
 from durable.console import paging
 from durable.console.fields import ReasonField
 from durable.engine.costs import COST_DECIMALS, COST_DIGITS, MAX_TOKENS
+from durable.engine.json_values import UnstorableJSON, parse_json
 from durable.engine.states import WAITING_STATES, RunStatus
 from durable.engine.waits import WaitKind
 from durable.labels import LabelledForm
@@ -93,6 +94,28 @@ class BudgetForm(ActionForm):
                 and not self.has_error("cost"):
             self.add_error("tokens", "give the new LLM-token budget, the new cost budget, or both")
         return cleaned
+
+
+class ForkForm(ActionForm):
+    """A fork from one of the run's checkpoints (the "Fork from here" form on it): a newer version, an edited state."""
+
+    checkpoint = forms.IntegerField(min_value=0, max_value=2**31 - 1, widget=forms.HiddenInput)
+    version = forms.IntegerField(min_value=1, max_value=2**31 - 1, required=False,
+                                 help_text="leave empty for the run's own version")
+    state = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False, strip=True,
+                            help_text="a JSON object, the checkpoint's state edited; leave empty to keep it")
+
+    def clean_state(self) -> dict[str, Any] | None:
+        text = self.cleaned_data.get("state") or ""
+        if not text:
+            return None
+        try:
+            value = parse_json(text)
+        except UnstorableJSON as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("the state is a JSON object, as the state model reads it")
+        return value
 
 
 class MigrateForm(ActionForm):

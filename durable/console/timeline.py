@@ -69,6 +69,7 @@ class Entry:
     visit: str = ""  # the visit it belongs to, "act #3", where its step was visited more than once
     calls: tuple[Entry, ...] = ()  # a parallel group's calls, nested under the entry that started them
     run_link: str = ""  # another run the entry names (a child run started): its page is linked
+    run_link_label: str = "the child run"  # or a fork's origin, a fork, the run of a family that did it
 
     @property
     def label(self) -> str:
@@ -89,6 +90,7 @@ def run_timeline(run: Run) -> list[Entry]:
         *(_journal(entry, statuses, visits, wait_records) for entry in journal),
         *(_checkpoint(cp, graph, visits) for cp in checkpoints),
         *(_operator_action(action) for action in run.operator_actions.all()),
+        *(_forked(fork) for fork in run.forks.only("id", "created_at", "forked_at_seq")),
     ]
     unresolved = {row.operation_id for row in ledger if row.status in UNRESOLVED}
     entries = [replace(e, reconcile=True) if e.operation_id in unresolved else e for e in entries]
@@ -132,8 +134,16 @@ def _operator_action(action: OperatorAction) -> Entry:
     who = action.actor_username or "system"
     summary = f"{who} {action.action} ({action.status_before} → {action.status_after}) from {action.source}"
     detail = {"reason": action.reason, **(action.detail or {})} if action.reason or action.detail else None
+    origin = (action.detail or {}).get("origin", "") if action.action == "fork_run" else ""  # a fork names its origin
     return Entry(action.created_at, EntryKind.OPERATOR, "", summary + (f": {action.reason}" if action.reason else ""),
-                 detail=detail, operation_id=action.operation_id, order=(3, action.id))
+                 detail=detail, operation_id=action.operation_id, order=(3, action.id), run_link=str(origin),
+                 run_link_label="the run it was forked from")
+
+
+def _forked(fork: Run) -> Entry:
+    """A run forked from this one (durable/forks.py): where it started, its page linked (its audit row is its own)."""
+    return Entry(fork.created_at, EntryKind.OPERATOR, "", f"forked from checkpoint #{fork.forked_at_seq} into a new run",
+                 order=(3, 0), run_link=str(fork.id), run_link_label="the fork")
 
 
 def visit_names(checkpoints: list[Checkpoint]) -> dict[int, str]:
@@ -185,11 +195,15 @@ def _journal(entry: JournalEntry, statuses: dict[str, str], visits: dict[int, st
     if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_visit") in visits:
         done_in = visits[detail["done_in_visit"]].partition(" of ")[0]
         summary = f"side effect {entry.name} asked again: already done in {done_in}, the recorded result was reused"
+    if entry.kind == JournalEntry.Kind.DUPLICATE_PREVENTED and detail.get("done_in_run"):
+        summary = f"side effect {entry.name}: done in run {detail['done_in_run']}, its recorded result was reused"
     return Entry(entry.created_at, kind, entry.step, summary, detail=shown, status=status,
                  operation_id=detail.get("operation_id", ""),
                  approval_id=detail.get("request", "") if kind == EntryKind.APPROVAL else "", order=(1, entry.id),
                  visit=visit_label(visits, entry.visit),
-                 run_link=str(detail.get("run_id", "")) if kind == EntryKind.CHILD_RUN else "")
+                 run_link=str(detail.get("run_id", "")) if kind == EntryKind.CHILD_RUN
+                 else str(detail.get("done_in_run", "")),
+                 run_link_label="the child run" if kind == EntryKind.CHILD_RUN else "the run that did it")
 
 
 def _describe(entry: JournalEntry, detail: dict[str, Any], statuses: dict[str, str]) -> tuple[EntryKind, str, str]:

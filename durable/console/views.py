@@ -27,7 +27,7 @@ from durable.console import bulk, live, selectors
 from durable.console import overview as console_overview
 from durable.console import search as finder
 from durable.console.actions import ACTIONS, offered_actions
-from durable.console.forms import ANY_WAITING, ActionForm, RunsQuery, filter_console_runs, page_marker
+from durable.console.forms import ANY_WAITING, ActionForm, ForkForm, RunsQuery, filter_console_runs, page_marker
 from durable.console.live_states import run_state, runs_state
 from durable.console.rendering import (
     ActionOutcome,
@@ -185,7 +185,16 @@ def _panel(request: ConsoleRequest, run: Run, *, forms: dict[str, ActionForm] | 
            outcome: ActionOutcome | None = None) -> dict[str, Any]:
     forms = forms or {}
     offered = [(action, forms.get(action.name) or action.form(run)) for action in offered_actions(run, request.user)]
-    return {"run": run, "offered": offered, "outcome": outcome}
+    return {"run": run, "offered": offered, "outcome": outcome,
+            **_fork_form(request, run)}
+
+
+def _fork_form(request: ConsoleRequest, run: Run) -> dict[str, Any]:
+    """The "Fork from here" form each checkpoint of the timeline shows, for who may fork (no ids: it repeats)."""
+    fork = ACTIONS["fork"]
+    if not request.user.has_perm(fork.permission):
+        return {"fork": None}
+    return {"fork": fork, "fork_form": ForkForm(auto_id=False)}
 
 
 @login_required

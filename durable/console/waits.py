@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from durable.console.timeline import visit_label, visit_names
@@ -130,21 +131,32 @@ class Family:
     parent: RunLink | None
     children: tuple[RunLink, ...]  # the first CHILDREN_SHOWN, oldest first
     more_children: int
+    forked_from: RunLink | None = None  # the run it was forked from (durable/forks.py), at checkpoint forked_at_seq
+    forks: tuple[RunLink, ...] = ()  # the first CHILDREN_SHOWN runs forked from it, oldest first
+    more_forks: int = 0
 
     def __bool__(self) -> bool:
-        return self.parent is not None or bool(self.children)
+        return self.parent is not None or bool(self.children) or self.forked_from is not None or bool(self.forks)
 
 
 def family_of(run: Run) -> Family:
-    """The run's parent (the run whose step started it) and its own child runs: two index reads at most."""
-    parent = None
-    if run.parent_run_id is not None:
-        found = Run.objects.filter(id=run.parent_run_id).only(*LINKED).first()
-        parent = RunLink.of(found) if found is not None else None
-    children = list(Run.objects.filter(parent_run_id=run.id).order_by("created_at", "id")
-                    .only(*LINKED)[:CHILDREN_SHOWN + 1])
-    more = Run.objects.filter(parent_run_id=run.id).count() - CHILDREN_SHOWN if len(children) > CHILDREN_SHOWN else 0
-    return Family(parent, tuple(RunLink.of(child) for child in children[:CHILDREN_SHOWN]), more)
+    """The run's parent (the run whose step started it) and its own child runs, the run it was forked from and its
+    forks: two index reads each at most."""
+    children, more = _first_linked(Run.objects.filter(parent_run_id=run.id))
+    forks, more_forks = _first_linked(Run.objects.filter(forked_from_id=run.id))
+    return Family(_linked(run.parent_run_id), children, more, _linked(run.forked_from_id), forks, more_forks)
+
+
+def _linked(run_id: UUID | None) -> RunLink | None:
+    found = None if run_id is None else Run.objects.filter(id=run_id).only(*LINKED).first()
+    return RunLink.of(found) if found is not None else None
+
+
+def _first_linked(runs: QuerySet[Run]) -> tuple[tuple[RunLink, ...], int]:
+    """The first CHILDREN_SHOWN of `runs`, oldest first, and how many more there are."""
+    first = list(runs.order_by("created_at", "id").only(*LINKED)[:CHILDREN_SHOWN + 1])
+    more = runs.count() - CHILDREN_SHOWN if len(first) > CHILDREN_SHOWN else 0
+    return tuple(RunLink.of(linked) for linked in first[:CHILDREN_SHOWN]), more
 
 
 # -- The mailbox -------------------------------------------------------------------------------------------------

@@ -31,6 +31,13 @@ def operation_id(run_id: str, action: str, business_key: str) -> str:
     return sha256_hex(f"{run_id}:{action}:{business_key}")[:32]
 
 
+def family_operation_id(run_id: str, family_root: str | None, action: str, business_key: str) -> str:
+    """The operation id of a run of a family (a run and its forks, docs/ledger-and-reconciliation.md): named by the
+    family's first run, so a fork asking what its origin did gets the origin's id, and the downstream the same
+    Idempotency-Key. A run that is its own root (`family_root` None) keeps operation_id(run_id, ...)."""
+    return operation_id(family_root or run_id, action, business_key)
+
+
 def request_hash(payload: Any) -> str:
     """Hash of what is asked of a downstream, so a changed request under one id is caught."""
     return sha256_hex(canonical_json(payload))

@@ -84,6 +84,7 @@ class Reentry(StrEnum):
     RECONCILE = "reconcile"  # STARTED: it may have happened; find out before anything else
     FAIL_STEP = "fail_step"  # FAILED_FINAL
     NEEDS_ATTENTION = "needs_attention"  # UNKNOWN: wait for an operator
+    WAIT_FOR_FAMILY = "wait_for_family"  # a fork: another run of its family may still send it; ask again later
 
 
 def on_reentry(status: OperationStatus | str, *, resolved_by_hand: bool = False) -> Reentry:
@@ -99,6 +100,18 @@ def on_reentry(status: OperationStatus | str, *, resolved_by_hand: bool = False)
         OperationStatus.FAILED_FINAL: Reentry.FAIL_STEP,
         OperationStatus.UNKNOWN: Reentry.NEEDS_ATTENTION,
     }[OperationStatus(status)]
+
+
+def in_family(status: OperationStatus | str, *, resolved_by_hand: bool = False) -> Reentry:
+    """What a fork does with the operation another run of its family left (the same action and business key).
+
+    SUCCEEDED: the recorded result, nothing sent ("done in run <origin>"); FAILED_FINAL fails the step as it would
+    there; UNKNOWN holds the fork for the operator who resolves it there. Anything else (STARTED, or prepared and not
+    settled) is that run's to send or settle, never the fork's to send beside it: the fork asks again later."""
+    reentry = on_reentry(status, resolved_by_hand=resolved_by_hand)
+    if reentry in (Reentry.RETURN_RECORDED, Reentry.TAKE_RESOLUTION, Reentry.FAIL_STEP, Reentry.NEEDS_ATTENTION):
+        return reentry
+    return Reentry.WAIT_FOR_FAMILY
 
 
 class Reconciliation(StrEnum):

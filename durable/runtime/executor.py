@@ -179,6 +179,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
                 workflow_version=workflow.version, step=step_name, attempt=attempt, lease=lease, store=store,
                 cursor=cursor, declared_side_effects=step.side_effects,
                 woke_from=woke_from, meter=meter, priority=run.priority, run_input=run.input,
+                family_root=run.family_root,
             ))
             recorded, woke_from = [], None  # the next visit starts from a checkpoint written below: a new visit
             try:

@@ -97,6 +97,8 @@ def count_prevented_duplicate(store: RunStore, lease: Lease, row: SideEffect) ->
         store.fence(lease)
         SideEffect.objects.filter(operation_id=row.operation_id).update(duplicates_prevented=F("duplicates_prevented") + 1)
         # The visit that did it, by its checkpoint's seq (the timeline names it "pay #N" to a loop asking again).
+        # Done by another run of a fork's family: that run is named ("done in run <origin>"), its visit is its own.
+        done_in: dict[str, Any] = ({"done_in_visit": row.visit} if row.run_id == lease.run_id
+                   else {"done_in_run": str(row.run_id), "done_in_its_visit": row.visit})
         store.journal(lease, JournalEntry.Kind.DUPLICATE_PREVENTED, row.step, name=row.action_name,
-                      detail={"operation_id": row.operation_id, "external_ref": row.external_ref,
-                              "done_in_visit": row.visit})
+                      detail={"operation_id": row.operation_id, "external_ref": row.external_ref, **done_in})

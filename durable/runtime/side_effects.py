@@ -4,7 +4,7 @@ Read top to bottom, the phases come in the order a call crosses them (invariants
 docs/invariants.md; the ledger in docs/ledger-and-reconciliation.md):
 
 1. Prepare: the action checked against the step's declared side effects and the payload as storable, then
-   the operation id, sha256("run_id:action:business_key")[:32] (the ledger's key and the
+   the operation id, sha256("run_id:action:business_key")[:32], a fork's by its family's first run (the ledger's key and the
    downstream's Idempotency-Key), the request hash, and the ledger row, PENDING. Nothing is sent. The
    same id asked with another request is refused: an OperationConflict the step may catch, or, when the visit
    that prepared it runs again on changed code, a replay mismatch that holds the run (docs/replay-contract.md).
@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any, NoReturn
+from uuid import UUID
 
 from durable import logs, metrics, tracing
 from durable.downstream import Downstream, DownstreamOutcome, classify_error
@@ -37,9 +38,9 @@ from durable.engine.errors import (
     is_ambiguous,
     refuse_unstorable,
 )
-from durable.engine.ids import operation_id, request_hash
+from durable.engine.ids import family_operation_id, request_hash
 from durable.engine.ledger import OperationStatus as Op
-from durable.engine.ledger import Reentry, after_failed_call, on_reentry
+from durable.engine.ledger import Reentry, after_failed_call, in_family, on_reentry
 from durable.engine.replay import Mismatch, ReplayMismatch, payload_difference
 from durable.models import SideEffect
 from durable.runtime import ledger
@@ -82,7 +83,8 @@ def begin(visit: Visit, *, action: str, business_key: str, downstream: Downstrea
     payload = _checked(visit, action, business_key, payload)
     try:
         row = prepare(visit.store, visit.lease, step=visit.step, action=action, business_key=business_key,
-                      downstream=downstream.name, payload=payload, asked_in_visit=visit.cursor.prepared)
+                      downstream=downstream.name, payload=payload, asked_in_visit=visit.cursor.prepared,
+                      family_root=visit.family_root)
     except ReplayMismatch as changed:  # kept on the visit: a step that catches it is held all the same
         raise visit.cursor.mismatched(changed.mismatch) from None
     with logs.bound(operation_id=row.operation_id):
@@ -108,21 +110,26 @@ def _checked(visit: Visit, action: str, business_key: str, payload: dict[str, An
 # -- 1. Prepare ------------------------------------------------------------------------------------------------
 
 def prepare(store: RunStore, lease: Lease, *, step: str, action: str, business_key: str, downstream: str,
-            payload: dict[str, Any], asked_in_visit: set[str] | None = None) -> SideEffect:
+            payload: dict[str, Any], asked_in_visit: set[str] | None = None,
+            family_root: UUID | None = None) -> SideEffect:
     """The id, the request hash and the ledger row (created PENDING, or found as an earlier attempt left it).
 
     `asked_in_visit`: the operations this execution of the visit prepared so far (it adds this one). A row this
     visit prepared in an earlier execution, asked now with another request, is a replay mismatch; asked again
     within one execution (a model asking twice) or by another visit (a loop), an OperationConflict the step may
-    catch."""
-    op_id = operation_id(str(lease.run_id), action, business_key)
+    catch.
+
+    `family_root`: the first run of the fork's family (Run.family_root): the id is the family's, so a row another run
+    of the family made is found, and answered by its status (`_reenter`)."""
+    op_id = family_operation_id(str(lease.run_id), str(family_root) if family_root else None, action, business_key)
     req_hash = request_hash(payload)
     row, created = store.prepare_operation(lease, {
         "operation_id": op_id, "run_id": lease.run_id, "step": step, "visit": lease.seq, "action_name": action,
         "business_key": business_key, "downstream": downstream, "request_hash": req_hash, "payload": payload,
     })
     if not created and row.request_hash != req_hash:
-        if asked_in_visit is not None and op_id not in asked_in_visit and (row.visit, row.step) == (lease.seq, step):
+        if (asked_in_visit is not None and op_id not in asked_in_visit and row.run_id == lease.run_id
+                and (row.visit, row.step) == (lease.seq, step)):
             raise _replay_mismatch(row, payload)
         raise OperationConflict(
             f"operation {op_id} ({action} for {business_key}) was prepared with request hash {row.request_hash} "
@@ -146,6 +153,8 @@ def _replay_mismatch(row: SideEffect, payload: dict[str, Any]) -> ReplayMismatch
 
 def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstream) -> dict[str, Any] | Send:
     action = row.action_name
+    if row.run_id != lease.run_id:  # another run of the fork's family made it: never sent again from here
+        return _answered_in_family(store, lease, row)
     reentry = on_reentry(row.status, resolved_by_hand=row.status_set_by_operator)
     if reentry is Reentry.TAKE_RESOLUTION:
         log.info("%s was resolved by an operator as succeeded (%s): taking what they recorded", action,
@@ -169,6 +178,28 @@ def _reenter(store: RunStore, lease: Lease, row: SideEffect, downstream: Downstr
             return _result(settled.outcome.result, settled.outcome.external_ref)
         return Send(row, downstream, may_have_happened=settled.may_have_happened)
     return Send(row, downstream)
+
+
+def _answered_in_family(store: RunStore, lease: Lease, row: SideEffect) -> dict[str, Any]:
+    """A fork asks what a run of its family did: its recorded result ("done in run <origin>", nothing sent), its
+    final failure, a hold while it is UNKNOWN there (the operator's resolution there releases the fork too), or a
+    retry later while that run may still send it."""
+    reentry = in_family(row.status, resolved_by_hand=row.status_set_by_operator)
+    what = f"operation {row.operation_id} ({row.action_name} for {row.business_key})"
+    if reentry is Reentry.FAIL_STEP:
+        raise NonRetryableError(f"{what} failed for good in run {row.run_id}: {row.last_error}",
+                                kind="side_effect_failed")
+    if reentry is Reentry.NEEDS_ATTENTION:
+        raise NeedsAttention(f"{what} is UNKNOWN in run {row.run_id} of this run's family: an operator must say "
+                             "whether it happened; resolving it there lets this run go on", operation_id=row.operation_id)
+    if reentry is Reentry.WAIT_FOR_FAMILY:
+        raise RetryableError(f"{what} is {row.status} in run {row.run_id} of this run's family, which may still send "
+                             "it: asked again later, never sent from here", kind="in_flight_in_family")
+    if reentry is Reentry.RETURN_RECORDED:
+        ledger.count_prevented_duplicate(store, lease, row)
+        metrics.duplicate_prevented(row.action_name)
+    log.info("%s was done in run %s (%s): nothing sent", row.action_name, row.run_id, row.external_ref)
+    return _result(row.result_json, row.external_ref)
 
 
 # -- 3. Execute: STARTED is committed, then the downstream is called -------------------------------------------

@@ -13,7 +13,7 @@ operator, or going on once an operator resolved what held it. Each move:
   API's 409);
 - sends the run to a worker once it is committed, when it made the run PENDING.
 
-A new kind of move (paused, waiting on a limit, forked) is a row of the table and a call of `move`: a pause is
+A fork is started by `fork`, a start with its origin named. A new kind of move (paused, waiting on a limit) is a row of the table and a call of `move`: a pause is
 `pause` (at once, or by the worker holding the run at its step boundary) after `ask_to_pause`, and `unpause`.
 """
 from __future__ import annotations
@@ -74,6 +74,13 @@ def start(*, next_step: str, state: dict[str, Any], schema_version: int, enqueue
     if enqueue:
         dispatch.enqueue_on_commit(run.id)
     return run
+
+
+def fork(*, next_step: str, state: dict[str, Any], schema_version: int, **fields: Any) -> Run:
+    """Inside the caller's transaction: a fork (durable/forks.py), a new run started as `start` starts one, its first
+    checkpoint (seq 0) the origin's checkpoint carried over (`fields` name the origin, its seq and the family's
+    root). Held PAUSED at once when its workflow's kill switch is off, like any start."""
+    return start(next_step=next_step, state=state, schema_version=schema_version, **fields)
 
 
 def _hold_if_switched_off(run: Run) -> bool:

@@ -58,6 +58,7 @@ class Visit:
     meter: costs.Meter = field(default_factory=lambda: costs.Meter(None))  # model calls' spending, and the budget
     priority: int = 0  # the run's: its place among runs waiting for a limit (durable/runtime/limits.py)
     run_input: dict[str, Any] | None = None  # the run's input: a limit `per` a field of it reads its key there
+    family_root: UUID | None = None  # a fork's family's first run (Run.family_root): it names the operation ids
     # The seq of the checkpoint the visit started from (`ctx.visit`): its records are its own, a later visit asks
     # afresh.
     visit: int = field(init=False)

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,11 @@ from django.test import override_settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from durable import services
+from durable import forks, services
 from durable.engine.states import RunStatus
 from durable.errors import Conflict
 from durable.fleet import pool_size
-from durable.models import DrillRecord, OperatorAction, Run
+from durable.models import Checkpoint, DrillRecord, OperatorAction, Run
 from durable.registry import UnknownWorkflow, registry
 from durable.runtime.dispatch import drop_queue
 from durable.tools.drill_approvals import DrillApprover
@@ -161,9 +161,10 @@ class CellResult(Judged):
     downstream: str
     counts: CellCounts
     violations: tuple[str, ...]
-    run_ids: tuple[UUID, ...]
+    run_ids: tuple[UUID, ...]  # the runs the cell started
     seconds: float
     worker_restarts: int = 0
+    fork_ids: tuple[UUID, ...] = ()  # a fork of each that completed (fork_completed)
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ def run_cell(config: DrillConfig, cell: Cell, number: int, *, account: Any, appr
     queue = f"durable-drill-{uuid.uuid4().hex[:8]}"
     target = load_target(config.target)
     run_ids: list[UUID] = []
+    forked: list[UUID] = []
     try:
         reach = target.start()
         with override_settings(**reach, DURABLE_QUEUE=queue, CELERY_TASK_DEFAULT_QUEUE=queue):
@@ -243,17 +245,27 @@ def run_cell(config: DrillConfig, cell: Cell, number: int, *, account: Any, appr
                     approver.approve_pending(run_ids)
 
                 wait_for_runs(run_ids, until=SETTLED, timeout=config.timeout, tick=tick)
+                before = target.effects()
+                forked = fork_completed(run_ids, account, drilled_workflow(config))
+
+                def tick_forks() -> None:
+                    workers.supervise()
+                    approver.approve_pending(forked)
+
+                wait_for_runs(forked, until=SETTLED, timeout=config.timeout, tick=tick_forks)
             # Counted only once the workers are gone: nothing can take effect after this.
+            after = target.effects()
             downstream, counts = measure(cell.action, cell.point, run_ids, crashed=crashed_operations(fault_dir),
-                                         crashes=len(list(fault_dir.iterdir())), effects=target.effects())
+                                         crashes=len(list(fault_dir.iterdir())), effects=after)
+            counts = replace(counts, **fork_counts(forked, before, after))
             drop_queue(queue)
     finally:
         target.stop()
         shutil.rmtree(fault_dir, ignore_errors=True)
-        cancel_unsettled(run_ids)
+        cancel_unsettled(run_ids + forked)
     violations = judge(counts, expectation(cell.point, capabilities_of(downstream)))
     return CellResult(cell, downstream, counts, tuple(violations), tuple(run_ids), time.monotonic() - started,
-                      workers.restarts)
+                      workers.restarts, tuple(forked))
 
 
 def worker_env(cell: Cell, fault_dir: Path, overrides: dict[str, Any]) -> dict[str, str]:
@@ -272,6 +284,29 @@ def _start_run(config: DrillConfig, business_key: str, data: dict[str, Any], acc
     run, _ = services.start_run(workflow=config.workflow, version=config.version, business_key=business_key,
                                 input=data, enqueue=True, allow_older_version=True, user=account)
     return run.id
+
+
+def fork_completed(run_ids: list[UUID], account: Any, workflow: Workflow) -> list[UUID]:
+    """A fork of each run that completed, as the drill's account, from the checkpoint before its first business
+    action: every side effect again, in a family that performed them all (docs/fault-drill.md, "Forks")."""
+    acting = [shape.name for shape in workflow.topology if shape.side_effects]
+    forked = []
+    for run_id in Run.objects.filter(id__in=run_ids, status=RunStatus.SUCCEEDED).values_list("id", flat=True):
+        before = Checkpoint.objects.filter(run_id=run_id, next_step__in=acting).order_by("seq").first()
+        if before is not None:
+            forked.append(forks.fork_run(run_id=run_id, seq=before.seq, user=account, source="command",
+                                         reason="durable_drill: a fork of a completed run performs nothing again").id)
+    return forked
+
+
+def fork_counts(forked: list[UUID], before: dict[str, dict[str, int]],
+                after: dict[str, dict[str, int]]) -> dict[str, int]:
+    """How many forks there were and settled (a fork's activities run again and may refuse now: an order already
+    refunded fails the fork's own check, which is no broken promise), and the effects counted while they ran."""
+    def total(effects: dict[str, dict[str, int]]) -> int:
+        return sum(n for service in effects.values() for n in service.values())
+    settled = Run.objects.filter(id__in=forked, status__in=SETTLED).count()
+    return {"forks": len(forked), "forks_settled": settled, "fork_effects": total(after) - total(before)}
 
 
 def cancel_unsettled(run_ids: list[UUID]) -> None:
@@ -348,7 +383,7 @@ def forget(result: DrillResult) -> int:
     """Delete the drill's runs with their ledger rows, approval requests, checkpoints and journals, but for the
     runs the audit trail names (an approval the drill's account decided): it is append-only, and they stay, as
     the bench's approval probes do. Returns how many stayed."""
-    run_ids = [run_id for cell in result.cells for run_id in cell.run_ids]
+    run_ids = [run_id for cell in result.cells for run_id in (*cell.run_ids, *cell.fork_ids)]
     audited = set(OperatorAction.objects.filter(run_id__in=run_ids).values_list("run_id", flat=True))
     delete_runs([run_id for run_id in run_ids if run_id not in audited])
     return len(audited)

@@ -56,6 +56,9 @@ class CellCounts:
     duplicates: int  # operations, any action, that took effect twice or more
     wrong_effects: int  # operations of runs that ended, with an unexpected effect count below two
     blocked: int = 0  # BLOCKED_VERSION: the drill's workers do not run the version the run was started on
+    forks: int = 0  # a fork of each run that completed, from its first checkpoint (durable/forks.py)
+    forks_settled: int = 0  # ended, or held for an operator: not lost
+    fork_effects: int = 0  # effects the stand-ins counted while the forks ran: their family did it all already
 
 
 def judge(counts: CellCounts, expect: Expectation) -> list[str]:
@@ -77,6 +80,10 @@ def judge(counts: CellCounts, expect: Expectation) -> list[str]:
         reasons.append(f"{c.unsettled} crashed operation(s) not SUCCEEDED, though nothing was in doubt")
     if c.wrong_effects:
         reasons.append(f"{c.wrong_effects} operation(s) with the wrong number of effects")
+    if c.fork_effects:
+        reasons.append(f"forks of completed runs took {c.fork_effects} effect(s) their family had taken")
+    if c.forks_settled < c.forks:
+        reasons.append(f"{c.forks - c.forks_settled} of {c.forks} fork(s) of completed runs lost")
     if c.crashed_runs < c.runs:  # a run the fault missed proves nothing about recovery
         reasons.append(f"the fault fired in only {c.crashed_runs} of {c.runs} run(s)")
     return reasons

@@ -4,7 +4,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable.engine.ids import canonical_json, operation_id, request_hash
+from durable.engine.ids import canonical_json, family_operation_id, operation_id, request_hash
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -23,6 +23,19 @@ def test_operation_id_is_stable_32_hex(run_id, action, key):
     first = operation_id(run_id, action, key)
     assert first == operation_id(run_id, action, key)
     assert re.fullmatch("[0-9a-f]{32}", first)
+
+
+@given(st.text(), st.text(), st.text())
+def test_a_run_that_is_its_own_root_keeps_its_operation_ids(run_id, action, key):
+    assert family_operation_id(run_id, None, action, key) == operation_id(run_id, action, key)
+
+
+def test_a_fork_names_its_operations_by_the_familys_first_run():
+    """A fork, and a fork of it, asking what the root did get the root's id: the downstream's same key."""
+    root = operation_id("root-run", "refund", "ORD-1")
+    assert family_operation_id("fork-1", "root-run", "refund", "ORD-1") == root
+    assert family_operation_id("fork-of-fork", "root-run", "refund", "ORD-1") == root
+    assert family_operation_id("fork-1", "root-run", "refund", "ORD-2") != root
 
 
 @given(st.dictionaries(st.text(), json_values))

@@ -14,6 +14,7 @@ from durable.engine.ledger import (
     Reentry,
     after_failed_call,
     can_move,
+    in_family,
     on_reentry,
     reconciliation_for,
 )
@@ -106,6 +107,22 @@ def test_unknown_statuses_are_refused():
 def test_reentry_depends_only_on_the_operations_status(status, reentry):
     assert on_reentry(status) is reentry
     assert on_reentry(status.value) is reentry
+
+
+@pytest.mark.parametrize("status,reentry", [
+    (Op.SUCCEEDED, Reentry.RETURN_RECORDED),  # done in run <origin>: nothing sent
+    (Op.FAILED_FINAL, Reentry.FAIL_STEP),
+    (Op.UNKNOWN, Reentry.NEEDS_ATTENTION),  # held until an operator resolves it
+    (Op.STARTED, Reentry.WAIT_FOR_FAMILY),  # the other run's, maybe in flight: never sent beside it
+    (Op.PENDING, Reentry.WAIT_FOR_FAMILY),
+    (Op.FAILED_RETRYABLE, Reentry.WAIT_FOR_FAMILY),
+])
+def test_a_fork_meeting_its_familys_operation_sends_nothing_of_its_own(status, reentry):
+    assert in_family(status) is reentry
+
+
+def test_a_fork_takes_an_operators_resolution_in_its_family():
+    assert in_family(Op.SUCCEEDED, resolved_by_hand=True) is Reentry.TAKE_RESOLUTION
 
 
 def test_an_operation_an_operator_resolved_as_succeeded_is_taken_not_a_duplicate_prevented():

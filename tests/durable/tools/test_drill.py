@@ -66,6 +66,9 @@ def test_clean_cells_pass():
     (replace(CLEAN, unsettled=1), KEYS, "1 crashed operation(s) not SUCCEEDED, though nothing was in doubt"),
     (replace(CLEAN, wrong_effects=1), KEYS, "1 operation(s) with the wrong number of effects"),
     (replace(CLEAN, crashes=4, crashed_runs=4), KEYS, "the fault fired in only 4 of 5 run(s)"),
+    (replace(CLEAN, forks=5, forks_settled=5, fork_effects=1), KEYS,
+     "forks of completed runs took 1 effect(s) their family had taken"),
+    (replace(CLEAN, forks=5, forks_settled=4), KEYS, "1 of 5 fork(s) of completed runs lost"),
     (replace(CLEAN, completed=4, blocked=1), KEYS, "1 run(s) BLOCKED_VERSION: the drill's workers do not run the "
                                                    "drilled version (is its module in DURABLE_WORKFLOW_MODULES?)"),
 ])
@@ -143,6 +146,9 @@ def test_a_small_drill_approves_its_runs_crashes_every_cell_and_nothing_takes_ef
     assert all(cell.ok for cell in cells.values()), "\n".join(format_matrix(r) for r in results)
     assert all(cell.counts.crashes == cell.counts.runs >= 1 for cell in cells.values())
     assert all((cell.counts.duplicates, cell.counts.lost) == (0, 0) for cell in cells.values())
+    # Each run that completed was forked from the checkpoint before its refund: every fork settled, taking nothing.
+    assert all(c.counts.forks == c.counts.forks_settled == c.counts.completed and c.counts.fork_effects == 0
+               for c in cells.values()) and sum(c.counts.forks for c in cells.values()) > 0
     for point, effects in ((AFTER_STARTED, 0), (AFTER_DOWNSTREAM, 1)):
         unknown = cells[(point, "notify")].counts
         assert unknown.needs_attention == unknown.ended_unknown == unknown.runs
