@@ -43,6 +43,14 @@ REFUSED = ("durable did not do this: {conflict}. It was done once already under 
            "arguments; it is not done again.")
 
 
+def asked_position(order: list[str], ask: Ask) -> int:
+    """Where the model asked for this tool call among the calls of its last response (those it did not name last)."""
+    try:
+        return order.index(ask.tool_call_id or "")
+    except ValueError:
+        return len(order)
+
+
 def together(ctx: Context, calls: list[tuple[str, Callable[[], dict[str, Any]]]]) -> list[dict[str, Any]]:
     """Activities made at once (`ctx.parallel`), one alone as a plain activity; results in the order given."""
     if len(calls) == 1:

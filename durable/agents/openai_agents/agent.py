@@ -32,7 +32,7 @@ from agents.run_context import RunContextWrapper
 from agents.tool_context import ToolContext
 
 from durable.agents.bridge import Ask, Session, agent_loop
-from durable.agents.effects import REFUSED, Effect, SideEffectTool, perform, together
+from durable.agents.effects import REFUSED, Effect, SideEffectTool, asked_position, perform, together
 from durable.agents.openai_agents.errors import durable_error
 from durable.agents.openai_agents.records import (
     MODEL_ACTIVITY,
@@ -251,10 +251,7 @@ class _Visit:
                 self._handoff(ask)
 
     def _asked_position(self, ask: Ask) -> int:
-        try:
-            return self.asked_order.index(ask.tool_call_id or "")
-        except ValueError:
-            return len(self.asked_order)
+        return asked_position(self.asked_order, ask)
 
     def _model_request(self, ask: Ask) -> None:
         # A model call: its usage is recorded, priced and counted against the run's budget (checked before it).

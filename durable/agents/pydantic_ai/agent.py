@@ -32,7 +32,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from durable.agents.bridge import Ask, Session, agent_loop
-from durable.agents.effects import REFUSED, Effect, SideEffectTool, perform, together
+from durable.agents.effects import REFUSED, Effect, SideEffectTool, asked_position, perform, together
 from durable.agents.pydantic_ai.errors import durable_error
 from durable.agents.pydantic_ai.records import (
     MODEL_ACTIVITY,
@@ -163,10 +163,7 @@ class _Visit:
             self._tool_calls(tools)
 
     def _asked_position(self, ask: Ask) -> int:
-        try:
-            return self.asked_order.index(ask.tool_call_id or "")
-        except ValueError:
-            return len(self.asked_order)
+        return asked_position(self.asked_order, ask)
 
     # -- model requests ------------------------------------------------------------------------------------------
 
