@@ -26,10 +26,10 @@ from uuid import UUID
 from django.db.models import Q
 from django.utils import timezone
 
+import durable.store.values as values
 from durable.engine.states import RunStatus, checked_sources, sources_of
 from durable.models import Checkpoint, PauseSwitch, Run
 from durable.runtime import dispatch
-from durable.store import values
 from durable.store.base import naming_every_unknown
 
 # The `step` of the checkpoint a migration writes: "migration v1->v2". What approvals asks of it is answered by

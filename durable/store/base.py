@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+import durable.store.values as values
 from durable.engine.costs import PricedUsage, Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.json_values import storable_text
@@ -23,7 +24,6 @@ from durable.engine.state_delta import Chain
 from durable.engine.states import CLAIMABLE, TERMINAL, RunStatus, check_transition, checked_sources
 from durable.models import Checkpoint, JournalEntry, Run, RunEvent, SideEffect
 from durable.signals import operator_event
-from durable.store import values
 from durable.store.checkpoints import chain_rows, resumed, to_store
 
 

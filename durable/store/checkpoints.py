@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import durable.store.values as values
 from durable.conf import durable_settings
 from durable.engine.large_values import is_envelope
 from durable.engine.state_delta import Chain, apply, copied, diff
 from durable.models import Checkpoint
-from durable.store import values
 
 # A checkpoint row's state columns: (seq, whole state or None, difference or None).
 StateRow = tuple[int, Any, Any]

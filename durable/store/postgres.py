@@ -22,13 +22,13 @@ from django.db.models import Field
 from django.utils import timezone
 
 import durable.store.in_flight as in_flight
+import durable.store.values as values
 from durable.conf import durable_settings
 from durable.engine.costs import Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.replay import RecordedCall
 from durable.engine.states import CLAIMABLE, RunStatus, checked_sources
 from durable.models import JournalEntry, Run, SideEffect
-from durable.store import values
 from durable.store.base import (
     BEFORE_CLAIM,
     Lease,
