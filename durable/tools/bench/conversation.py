@@ -65,7 +65,7 @@ def conversation_workflow() -> Workflow:
                             tool_catalog_version="none", prompt_release="none", model_policy_version="none")
         workflow.step(turn, name="turn", next=["turn"])
         # The run's output is a count, not (as by default) its final state: what is measured is the checkpoints.
-        workflow.output(lambda state: {"messages": len(state.messages)})
+        workflow.output(lambda state: {"turns": len(state.messages) // (2 if state.large_bytes else 1)})
         return workflow
 
     return registered_once(WORKFLOW, build)
