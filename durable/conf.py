@@ -82,6 +82,11 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_CHECKPOINT_FULL_EVERY": Setting(500, "count", "A checkpoint stores what changed since the one "
                                              "before; every this many, at most, it stores the whole state "
                                              "(docs/state-storage.md)."),
+    "DURABLE_LARGE_VALUE_BYTES": Setting(65536, "count", "A part of a state, of a checkpoint's difference or of "
+                                         "a recorded result heavier than this as JSON (a long string, a tool's "
+                                         "result) is stored once, apart, by its content's hash, and referenced "
+                                         "wherever it recurs; durable_prune deletes those no row refers to any "
+                                         "more (0: every value is stored inline; docs/state-storage.md)."),
     "DURABLE_MAX_VALUE_BYTES": Setting(32_000_000, "count", "A step's state or an activity's result heavier than "
                                        "this as JSON fails the step for good, with an error naming it and its "
                                        "size (0: no limit; Postgres refuses a jsonb value over 255 MB)."),
