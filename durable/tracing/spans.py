@@ -21,7 +21,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from durable.engine.errors import ActivityError, LeaseLost, NeedsAttention
+from durable.engine.errors import ActivityError, LeaseLost, NeedsAttention, PauseSeen
 from durable.engine.ids import operation_id
 
 T = TypeVar("T")
@@ -140,7 +140,7 @@ class Spans:
             try:
                 new_state, next_step = fn(*args, **kwargs)
             except BaseException as exc:
-                span.set_attribute("durable.step.outcome", "error" if isinstance(exc, Exception) else "waiting")
+                span.set_attribute("durable.step.outcome", _step_outcome_of(exc))
                 raise
             finally:
                 _activity.reset(token)
@@ -278,6 +278,13 @@ def _activity_attributes(ctx: Any, name: str, index: int, *, reused: bool) -> At
 def _effect_attributes(run_id: str, step: str, action: str, business_key: str) -> Attributes:
     return {"durable.run_id": run_id, "durable.step": step, "durable.action": action,
             "durable.operation_id": operation_id(run_id, action, business_key)}
+
+
+def _step_outcome_of(exc: BaseException) -> str:
+    """A visit's outcome from what ended it: an error, a pause seen before its first call, or a wait."""
+    if isinstance(exc, Exception):
+        return "error"
+    return "paused" if isinstance(exc, PauseSeen) else "waiting"
 
 
 def _outcome_of(exc: BaseException) -> str:

@@ -133,6 +133,15 @@ def test_a_side_effect_entered_again_after_a_crash_says_it_was_recorded_and_noth
     assert len(probe.calls) == 1
 
 
+def test_a_visit_unwound_by_a_pause_before_its_first_call_says_paused_and_called_nothing(traces, tmp_path):
+    run, _ = services.start_run(workflow="test-pause-gap", business_key="traced-pause",
+                                input={"calls_file": str(tmp_path / "calls"), "pause_from_step": True})
+    executor.advance(run.id)
+    ask = traces.tree().one("step ask")
+    assert ask.attributes["durable.step.outcome"] == "paused" and ask.status.status_code == StatusCode.UNSET
+    assert not traces.tree().children(ask)  # no activity span: nothing was called
+
+
 def test_a_worker_task_sent_from_another_trace_goes_under_the_run_and_links_the_message(traces):
     run, _ = services.start_run(workflow="test-trivial", input={}, business_key="T-1")
     with traces.tracer.start_as_current_span("run/durable.advance_run") as sweeper_message:
