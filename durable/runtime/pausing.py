@@ -57,15 +57,11 @@ class Looks:
     calls_seen: int = field(default_factory=lambda: _calls_made)
     owed: bool = False  # the last boundary did not look: the visit's first outward call does
 
-    def due(self, *, before_side_effects: bool) -> bool:
-        """Whether to look at this boundary."""
-        return (before_side_effects or _calls_made != self.calls_seen
-                or time.monotonic() - self.at >= durable_settings.DURABLE_PAUSE_LOOK_SECONDS)
-
     def at_boundary(self, *, before_side_effects: bool) -> bool:
-        """At a step boundary (the checkpoint written): whether a pause was asked, looking only when it is due; when
-        it is not, the next visit's first outward call looks."""
-        self.owed = not self.due(before_side_effects=before_side_effects)
+        """At a step boundary (the checkpoint written): whether a pause was asked, looking only when it is due (before
+        side effects, after a call, or by the clock); when it is not, the next visit's first outward call looks."""
+        self.owed = not (before_side_effects or _calls_made != self.calls_seen
+                         or time.monotonic() - self.at >= durable_settings.DURABLE_PAUSE_LOOK_SECONDS)
         return not self.owed and self.asked()
 
     def asked(self) -> bool:
