@@ -15,13 +15,15 @@ fenced on its lease) where it sees the request. Looking costs a query, so a work
   is sent, the visit unwinds to the executor's step loop, and the run is PAUSED at the checkpoint the visit started
   from; on resume the visit runs again from it. A visit that calls after a boundary that looked pays no query more.
 
-So a visit that starts after the pause was committed sends nothing, and a call in flight when it was committed
-finishes and is recorded. Only steps that make no call at all may go on, for up to DURABLE_PAUSE_LOOK_SECONDS.
+So once a pause is committed, the step in flight finishes (its calls are made and recorded, its checkpoint
+written) and no later step makes a call; steps that make no call at all may go on for up to
+DURABLE_PAUSE_LOOK_SECONDS.
 
 What an unwound visit leaves: the look and the unwinding write nothing. What the visit recorded before its first
 call stays recorded and is reused when it runs again, as after a crash: a timer that had fired, an event it took,
-a child run it started. A limit's room is taken after the look, so none is held. No side effect is prepared in a
-visit whose first call looks: a step that declares side effects always looks at the boundary before it.
+a child run it started. What it streamed stays on the run's stream (not the journal). A limit's room is taken after
+the look, so none is held. No side effect is prepared in a visit whose first call looks: a step that declares side
+effects always looks at the boundary before it, and the first visit of a task follows the claim's look.
 """
 from __future__ import annotations
 
