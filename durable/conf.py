@@ -38,7 +38,8 @@ SETTINGS: dict[str, Setting] = {
                                           "before it releases the lease and re-enqueues the run."),
     "DURABLE_PAUSE_LOOK_SECONDS": Setting(1.0, "seconds", "How often a worker looks whether a run it holds was "
                                           "asked to pause, between steps that make no call (after a step that made "
-                                          "one, or before a step that declares side effects, it always looks; "
+                                          "one, before a step that declares side effects, and before a step's first "
+                                          "call after a boundary where it did not look, it always looks; "
                                           "docs/operations.md, \"Pausing runs\")."),
     "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
                                       "(threads of the worker process); the rest wait for a free one."),

@@ -359,6 +359,7 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
     unless given.
     """
     timeout = durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
+    pausing.before_call(lease)  # a pause asked since a boundary that did not look: PauseSeen, nothing leaves
     pausing.call_made()  # the worker looks for a pause asked meanwhile at the step's end
     db.confirm_writes()  # no call leaves on a lease the last step's write may have found lost
     if lease.seconds_left() < timeout + MARGIN_SECONDS:
