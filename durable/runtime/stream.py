@@ -3,19 +3,23 @@
 A chunk is committed on its own, at once, outside the visit's records: followers see it while the step still runs,
 and replay never reads it. The write holds a connection only for the INSERT (invariant 21). It is not fenced on the
 lease: a worker that lost its lease may still publish what it was writing, as a step run again after a crash
-publishes again (the stream is not the journal; docs/workflows.md, "Streaming").
+publishes again (the stream is not the journal; docs/workflows.md, "Streaming"). Under the `notify` transport the
+same statement sends NOTIFY on the stream's channel with the run's id: Postgres delivers it only once the INSERT
+committed, so a web process woken by it reads the chunk (durable/api/followers.py).
 """
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
+from functools import cache
 from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
 from durable.conf import durable_settings
-from durable.engine.streams import checked_data, kind_of
+from durable.engine.streams import CHANNEL, NOTIFY, checked_data, kind_of, transport_of
 from durable.models import StreamChunk
 from durable.runtime.heartbeat import give_back_connection
 from durable.runtime.visit import Visit
@@ -35,11 +39,30 @@ def publish(visit: Visit, data: Any, kind: str | None = None) -> int:
     # The connection first, then the stripe: a thread holding the stripe never waits for the pool, where the
     # threads waiting for the stripe might hold every connection.
     connection.ensure_connection()
+    notify = transport_of(durable_settings.DURABLE_STREAM_TRANSPORT, connection.vendor) == NOTIFY
     with _stripes[visit.run_id.int % len(_stripes)]:
-        chunk = StreamChunk.objects.create(run_id=visit.run_id, step=visit.step, visit=visit.visit,
-                                           attempt=visit.attempt, kind=kind, data=data, published_at=timezone.now())
+        if notify:
+            with connection.cursor() as cursor:  # one statement, one round trip: the row and its NOTIFY commit together
+                cursor.execute(_insert_and_notify(), [
+                    visit.run_id, visit.step, visit.visit, visit.attempt, kind,
+                    None if data is None else json.dumps(data), timezone.now(), CHANNEL, str(visit.run_id)])
+                chunk_id = int(cursor.fetchone()[0])
+        else:
+            chunk_id = StreamChunk.objects.create(run_id=visit.run_id, step=visit.step, visit=visit.visit,
+                                                  attempt=visit.attempt, kind=kind, data=data,
+                                                  published_at=timezone.now()).id
     give_back_connection()  # from a pool, returned at once: a streaming step holds none between chunks
-    return chunk.id
+    return chunk_id
+
+
+@cache
+def _insert_and_notify() -> str:
+    """StreamChunk's INSERT with pg_notify in the same statement (the ORM's create cannot add the call)."""
+    meta, quote = StreamChunk._meta, connection.ops.quote_name
+    columns = [quote(meta.get_field(name).column) for name in
+               ("run", "step", "visit", "attempt", "kind", "data", "published_at")]
+    return (f"WITH chunk AS (INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+            "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id) SELECT id, pg_notify(%s, %s) FROM chunk")
 
 
 def prune() -> int:
