@@ -10,9 +10,10 @@ reconnecting with Last-Event-ID reads the same rows.
 When it reads is the transport (DURABLE_STREAM_TRANSPORT; docs/operations.md, "Streams", gives the measured
 costs): `poll` reads every DURABLE_STREAM_POLL_SECONDS. `notify` (Postgres) LISTENs on the thread's own
 connection, the one it reads with (no connection more), for the NOTIFY each chunk's INSERT sends with its run's id
-(durable/runtime/stream.py), and on one naming a followed run reads that run's chunks; it reads everything, statuses
-too, when a follower joins and every FALLBACK_SECONDS, which covers a notification lost (a worker's NOTIFY never
-sent, a reconnect) and notices the runs that ended.
+(durable/runtime/stream.py), and on one naming a followed run reads that run's chunks (at most once per
+DURABLE_STREAM_POLL_SECONDS: the runs notified meanwhile are read together); it reads everything, statuses too, when
+a follower joins and every FALLBACK_SECONDS, which covers a notification lost (a worker's NOTIFY never sent, a
+reconnect) and notices the runs that ended.
 
 Statuses are read before chunks: a run seen ended has committed every chunk it published, so the chunk read that
 follows sees them all before `Ended` is handed over. A run's chunks commit in id order (durable/runtime/stream.py
@@ -109,10 +110,11 @@ class Hub:
             with connection.execute_wrapper(self._count):
                 while (followers := self._current()):
                     try:
+                        gap = float(durable_settings.DURABLE_STREAM_POLL_SECONDS)
                         if not notify:
                             self._take_joined()
                             self.poll(followers)
-                            threading.Event().wait(float(durable_settings.DURABLE_STREAM_POLL_SECONDS))
+                            threading.Event().wait(gap)
                             continue
                         if not listening:
                             with connection.cursor() as cursor:
@@ -124,7 +126,8 @@ class Hub:
                             next_full = time.monotonic() + FALLBACK_SECONDS
                         elif (joined := self._take_joined()):
                             self.poll(joined)
-                        if (notified := self._notified(followers, next_full)):
+                        # At most one read per gap: runs publishing at once are read together, as `poll` would.
+                        if (notified := self._notified(followers, next_full, time.monotonic() + gap)):
                             while not self.poll([f for f in followers if f.run_id in notified], statuses=False):
                                 pass  # a batch full: read on at once
                     except DatabaseError:  # the database away for a moment: read again (and listen again) soon
@@ -157,23 +160,25 @@ class Hub:
             joined, self._joined = list(self._joined), set()
         return joined
 
-    def _notified(self, followers: list[Follower], until: float) -> set[UUID]:
-        """Wait on the listening connection until notifications name followed runs (returned), a follower joins
-        or `until` (nothing returned). A notification for a run nobody here follows wakes the thread, no query."""
+    def _notified(self, followers: list[Follower], until: float, not_before: float) -> set[UUID]:
+        """Wait on the listening connection for notifications naming followed runs, and return them once
+        `not_before` passed; return sooner when a follower joins, and at `until` (the full read) whatever came. A
+        notification for a run nobody here follows wakes the thread, no query."""
         assert self._wake is not None
         raw = connection.connection
         followed = {str(f.run_id): f.run_id for f in followers}
+        named: set[UUID] = set()
         while (left := until - time.monotonic()) > 0:
             # Those psycopg received while the thread read, then any waiting on the socket, without waiting.
             with connection.wrap_database_errors:  # psycopg's errors as Django's: a lost connection is a DatabaseError
-                named = {followed[n.payload] for n in raw.notifies(timeout=0) if n.payload in followed}
-            if named:
-                return named
-            ready, _, _ = select.select([raw.fileno(), self._wake[0]], [], [], left)
+                named |= {followed[n.payload] for n in raw.notifies(timeout=0) if n.payload in followed}
+            if named and (early := not_before - time.monotonic()) <= 0:
+                break
+            ready, _, _ = select.select([raw.fileno(), self._wake[0]], [], [], min(left, early) if named else left)
             if self._wake[0] in ready:
                 _drain(self._wake[0])
                 break
-        return set()
+        return named
 
     def poll(self, followers: list[Follower], statuses: bool = True) -> bool:
         """One read for these followers: statuses first (unless told not to: then no follower is told its run

@@ -59,8 +59,8 @@ def publish(visit: Visit, data: Any, kind: str | None = None) -> int:
 def _insert_and_notify() -> str:
     """StreamChunk's INSERT with pg_notify in the same statement (the ORM's create cannot add the call)."""
     meta, quote = StreamChunk._meta, connection.ops.quote_name
-    columns = [quote(meta.get_field(name).column) for name in
-               ("run", "step", "visit", "attempt", "kind", "data", "published_at")]
+    column = {field.name: field.column for field in meta.concrete_fields}
+    columns = [quote(column[name]) for name in ("run", "step", "visit", "attempt", "kind", "data", "published_at")]
     return (f"WITH chunk AS (INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
             "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id) SELECT id, pg_notify(%s, %s) FROM chunk")
 

@@ -1,6 +1,6 @@
 """Following a run's stream while a real worker runs it (issue 39, "Proof"): a client that disconnects mid-stream
 and reconnects with Last-Event-ID, across the run's wait for an event and its end, receives every chunk the run
-published, once each, in order."""
+published, once each, in order; under each transport (DURABLE_STREAM_TRANSPORT: poll, and notify on Postgres)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client, override_settings
 
 from durable import send_event, services
@@ -24,10 +25,14 @@ from tests.waiting import status_of, wait_for
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def worker(worker_log_dir, settings):
+@pytest.fixture(params=["poll", pytest.param("notify", marks=pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="LISTEN/NOTIFY is Postgres'"))])
+def worker(request, worker_log_dir, settings):
+    """A worker publishing under each transport, this process's hub following under the same."""
     settings.CELERY_TASK_DEFAULT_QUEUE = queue = f"durable-test-stream-{uuid.uuid4().hex[:8]}"
-    process = WorkerProcess(log_path=worker_log_dir / "stream.log", name="stream").start()
+    settings.DURABLE_STREAM_TRANSPORT = request.param
+    process = WorkerProcess(log_path=worker_log_dir / "stream.log", name="stream",
+                            env={"DURABLE_STREAM_TRANSPORT": request.param}).start()
     yield process
     process.stop()
     with override_settings(CELERY_TASK_DEFAULT_QUEUE=queue):
