@@ -216,7 +216,7 @@ def measure(runs: int, logs: Path, chunks: int = CHUNKS, every: float = EVERY) -
            "DURABLE_DB_POOL_SIZE": str(POOL), "DURABLE_STREAM_TRANSPORT": transport,
            "DURABLE_WORKFLOW_MODULES": ",".join([*durable_settings.DURABLE_WORKFLOW_MODULES, "durable.tools.bench.stream"])}
     started = [services.start_run(workflow=WORKFLOW, input={"chunks": chunks, "every": every},
-                                  business_key=f"stream-{n}", user=account)[0] for n in range(runs)]
+                                  business_key=f"stream-{account.pk}-{n}", user=account)[0] for n in range(runs)]
     web_log = logs / "bench-stream-web.log"
     offset = web_log.stat().st_size if web_log.exists() else 0
     web = ThreadedWebProcess(threads=runs + SPARE_THREADS, env=env, log_path=web_log).start()
