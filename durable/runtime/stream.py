@@ -3,17 +3,16 @@
 A chunk is committed on its own, at once, outside the visit's records: followers see it while the step still runs,
 and replay never reads it. The write holds a connection only for the INSERT (invariant 21). It is not fenced on the
 lease: a worker that lost its lease may still publish what it was writing, as a step run again after a crash
-publishes again (the stream is not the journal; docs/workflows.md, "Streaming"). Under the `notify` transport the
-same statement sends NOTIFY on the stream's channel with the run's id: Postgres delivers it only once the INSERT
-committed, so a web process woken by it reads the chunk (durable/api/followers.py).
+publishes again (the stream is not the journal; docs/workflows.md, "Streaming"). Under the `notify` transport a
+NOTIFY on the stream's channel with the run's id follows the INSERT's commit, so a web process woken by it reads the
+chunk (durable/api/followers.py).
 """
 from __future__ import annotations
 
-import json
 import threading
 from datetime import timedelta
-from functools import cache
 from typing import Any
+from uuid import UUID
 
 from django.db import connection
 from django.utils import timezone
@@ -39,30 +38,28 @@ def publish(visit: Visit, data: Any, kind: str | None = None) -> int:
     # The connection first, then the stripe: a thread holding the stripe never waits for the pool, where the
     # threads waiting for the stripe might hold every connection.
     connection.ensure_connection()
-    notify = transport_of(durable_settings.DURABLE_STREAM_TRANSPORT, connection.vendor) == NOTIFY
     with _stripes[visit.run_id.int % len(_stripes)]:
-        if notify:
-            with connection.cursor() as cursor:  # one statement, one round trip: the row and its NOTIFY commit together
-                cursor.execute(_insert_and_notify(), [
-                    visit.run_id, visit.step, visit.visit, visit.attempt, kind,
-                    None if data is None else json.dumps(data), timezone.now(), CHANNEL, str(visit.run_id)])
-                chunk_id = int(cursor.fetchone()[0])
-        else:
-            chunk_id = StreamChunk.objects.create(run_id=visit.run_id, step=visit.step, visit=visit.visit,
-                                                  attempt=visit.attempt, kind=kind, data=data,
-                                                  published_at=timezone.now()).id
+        chunk_id = StreamChunk.objects.create(run_id=visit.run_id, step=visit.step, visit=visit.visit,
+                                              attempt=visit.attempt, kind=kind, data=data,
+                                              published_at=timezone.now()).id
+    if transport_of(durable_settings.DURABLE_STREAM_TRANSPORT, connection.vendor) == NOTIFY:
+        notify(visit.run_id)
     give_back_connection()  # from a pool, returned at once: a streaming step holds none between chunks
     return chunk_id
 
 
-@cache
-def _insert_and_notify() -> str:
-    """StreamChunk's INSERT with pg_notify in the same statement (the ORM's create cannot add the call)."""
-    meta, quote = StreamChunk._meta, connection.ops.quote_name
-    column = {field.name: field.column for field in meta.concrete_fields}
-    columns = [quote(column[name]) for name in ("run", "step", "visit", "attempt", "kind", "data", "published_at")]
-    return (f"WITH chunk AS (INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
-            "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id) SELECT id, pg_notify(%s, %s) FROM chunk")
+def notify(run_id: UUID) -> None:
+    """Tell the web processes that `run_id` published, once its chunk committed. Postgres serializes the commits of
+    transactions that NOTIFY (one lock for the database's queue, held through the commit); this one writes nothing
+    else and does not wait for its commit to reach the disk, so it holds that lock for microseconds, while the chunk's
+    own INSERT committed as any write. A notification lost in a crash costs a follower one FALLBACK_SECONDS."""
+    with connection.cursor() as cursor:
+        if connection.in_atomic_block:  # inside the caller's transaction (a test's): sent when it commits
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(run_id)])
+            return
+        # One round trip; the run id is a UUID's text and the channel a constant: nothing to escape.
+        cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO off; SELECT pg_notify('{CHANNEL}', '{run_id}'); "
+                       "COMMIT")
 
 
 def prune() -> int:

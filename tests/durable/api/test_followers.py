@@ -47,10 +47,9 @@ def inserted(run_id: UUID, n: int) -> None:
 
 
 def notified(run_id: UUID, n: int) -> None:
-    """A chunk written as `ctx.stream` writes it under `notify`: the INSERT and its NOTIFY in one statement."""
-    with connection.cursor() as cursor:
-        cursor.execute(stream._insert_and_notify(), [run_id, "talk", 1, 1, "text", json.dumps(f"part {n}"),
-                                                     timezone.now(), CHANNEL, str(run_id)])
+    """A chunk written as `ctx.stream` writes it under `notify`: the INSERT, then its NOTIFY."""
+    inserted(run_id, n)
+    stream.notify(run_id)
 
 
 def following(run_id: UUID) -> bool:
