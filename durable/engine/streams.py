@@ -52,11 +52,9 @@ CHANNEL = "durable_stream"  # the NOTIFY channel; the payload is the run's id
 
 
 def transport_of(setting: str, vendor: str) -> str:
-    """The transport DURABLE_STREAM_TRANSPORT names on this database: NOTIFY only on Postgres (`auto` chooses it
-    there), POLL elsewhere (SQLite has no LISTEN)."""
-    if vendor != "postgresql" or setting == POLL:
-        return POLL
-    return NOTIFY
+    """The transport DURABLE_STREAM_TRANSPORT names on this database: NOTIFY when asked for on Postgres, else POLL
+    (`auto`, as measured best for dense streams: docs/operations.md, "Streams"; SQLite has no LISTEN)."""
+    return NOTIFY if setting == NOTIFY and vendor == "postgresql" else POLL
 
 
 def follows(status: str) -> bool:

@@ -3,10 +3,9 @@ client follows reaches the client once, in order, then the end; under `notify`, 
 never came (the fallback read covers it). The same with a real worker: tests/durable/runtime/test_stream_worker.py."""
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -24,20 +23,11 @@ from durable.models import Run, StreamChunk
 from durable.roles import OPERATOR
 from durable.runtime import stream
 from tests.conftest import user_with_roles
-from tests.durable.stream_workflows import NAME
+from tests.durable.stream_workflows import NAME, received
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the hub reads on a thread of its own: rows must commit
 postgres = pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is Postgres'")
-
-
-def received(response: Any) -> Iterator[dict[str, Any]]:
-    """The response's SSE events as they come, each as {id, event, data}."""
-    for piece in response.streaming_content:
-        for block in piece.decode().split("\n\n"):
-            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and line[0] != ":")
-            if "event" in fields:
-                yield {"id": fields.get("id"), "event": fields["event"], "data": json.loads(fields["data"])}
 
 
 def inserted(run_id: UUID, n: int) -> None:

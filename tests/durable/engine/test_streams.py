@@ -79,7 +79,7 @@ def test_a_follower_follows_a_run_queued_or_running_and_stops_once_it_waits_or_e
     assert not follows("")  # a run gone
 
 
-def test_the_transport_is_notify_on_postgres_unless_told_poll_and_always_poll_elsewhere():
-    assert transport_of("auto", "postgresql") == transport_of("notify", "postgresql") == NOTIFY
-    assert transport_of("poll", "postgresql") == POLL
+def test_the_transport_is_notify_only_when_asked_for_on_postgres_else_poll():
+    assert transport_of("notify", "postgresql") == NOTIFY
+    assert transport_of("auto", "postgresql") == transport_of("poll", "postgresql") == POLL
     assert {transport_of(setting, "sqlite") for setting in ("auto", "poll", "notify")} == {POLL}
