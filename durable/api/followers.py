@@ -9,8 +9,8 @@ reconnecting with Last-Event-ID reads the same rows.
 
 When it reads is the transport (DURABLE_STREAM_TRANSPORT; docs/operations.md, "Streams", gives the measured
 costs): `poll` reads every DURABLE_STREAM_POLL_SECONDS. `notify` (Postgres) LISTENs on the thread's own
-connection, the one it reads with (no connection more), for the NOTIFY each chunk's INSERT sends with its run's id
-(durable/runtime/stream.py), and on one naming a followed run reads that run's chunks (at most once per
+connection, the one it reads with (no connection more), for the NOTIFY a worker sends with the run's id once each
+chunk committed (durable/runtime/stream.py), and on one naming a followed run reads that run's chunks (at most once per
 DURABLE_STREAM_POLL_SECONDS: the runs notified meanwhile are read together); it reads everything, statuses too, when
 a follower joins and every FALLBACK_SECONDS, which covers a notification lost (a worker's NOTIFY never sent, a
 reconnect) and notices the runs that ended.

@@ -1,11 +1,11 @@
 """A run's stream, written: what `ctx.stream` publishes, a row per chunk, and the sweeper's pruning past retention.
 
 A chunk is committed on its own, at once, outside the visit's records: followers see it while the step still runs,
-and replay never reads it. The write holds a connection only for the INSERT (invariant 21). It is not fenced on the
-lease: a worker that lost its lease may still publish what it was writing, as a step run again after a crash
-publishes again (the stream is not the journal; docs/workflows.md, "Streaming"). Under the `notify` transport a
-NOTIFY on the stream's channel with the run's id follows the INSERT's commit, so a web process woken by it reads the
-chunk (durable/api/followers.py).
+and replay never reads it. The write holds a connection only for the INSERT (and its NOTIFY; invariant 21). It is
+not fenced on the lease: a worker that lost its lease may still publish what it was writing, as a step run again
+after a crash publishes again (the stream is not the journal; docs/workflows.md, "Streaming"). Under the `notify`
+transport a NOTIFY on the stream's channel with the run's id follows the INSERT's commit, so a web process woken by
+it reads the chunk (durable/api/followers.py).
 """
 from __future__ import annotations
 
