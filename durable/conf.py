@@ -199,6 +199,12 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_STREAM_POLL_SECONDS": Setting(0.02, "seconds", "How often a web process reads the chunks published "
                                            "for the runs its clients follow: one query per process for all of them, "
                                            "only while some client follows."),
+    "DURABLE_STREAM_TRANSPORT": Setting("auto", "text", "How a web process learns that the runs its clients follow "
+                                        "published: `poll` reads every DURABLE_STREAM_POLL_SECONDS; `notify` "
+                                        "(Postgres) listens on its reading connection for the NOTIFY a worker sends "
+                                        "after each chunk, and reads then (and every second, for a notification "
+                                        "lost and the runs that ended); `auto`: poll, measured best for dense "
+                                        "streams (docs/operations.md, \"Streams\"; durable.E055)."),
     # What model calls cost (docs/workflows.md, "Model calls and budgets").
     "DURABLE_LLM_PRICES": Setting({}, "prices", "Each model's price per million input and output tokens, as "
                                   "decimal strings: `{\"gpt-4o-mini\": {\"input\": \"0.15\", \"output\": "
