@@ -169,6 +169,7 @@ class Outcome:
     peaks: Peaks
     server_cpu_seconds: float = 0.0  # the fake model server's, while the runs ran
     bench_cpu_seconds: float = 0.0  # the benchmark's whole process (the server, the sampler, the enqueue, polls)
+    clock: float = 0.0  # time.monotonic() as the clock started (the fake server's arrivals are on that clock)
 
 
 def run_fleet(workflow: str, runs: int, call_ms: float, fleet: Fleet, timeout: float, *, name: str,
@@ -200,7 +201,7 @@ def run_fleet(workflow: str, runs: int, call_ms: float, fleet: Fleet, timeout: f
                     worker.start()
                 with Peaks(database_url(), pids=lambda: [w.pid for w in workers], own_backends=own) as peaks:
                     server_cpu, bench_cpu = model.cpu_seconds(), process_cpu_seconds() or 0.0
-                    started = timezone.now()
+                    started, clock = timezone.now(), time.monotonic()
                     for run_id in run_ids:
                         dispatch.enqueue(run_id)
                     unfinished = wait_until_succeeded(account, run_ids, timeout, _stop_if_refused(peaks, watch, workers))
@@ -217,7 +218,8 @@ def run_fleet(workflow: str, runs: int, call_ms: float, fleet: Fleet, timeout: f
                               f"{statuses(run_ids)}; {_calls_said(calls, run_ids)} (worker logs: "
                               f"{settings.VAR_DIR / 'logs'}/{name}-worker-*.log)")
         newest = Run.objects.filter(id__in=run_ids).aggregate(newest=Max("finished_at"))["newest"]
-        return Outcome(run_ids, (newest - started).total_seconds(), calls, peaks, server_cpu, bench_cpu)
+        return Outcome(run_ids, (newest - started).total_seconds(), calls, peaks, server_cpu, bench_cpu,
+                       clock)
     finally:
         retire(account)
         if not keep:
@@ -265,7 +267,7 @@ def measure_agents(runs: int, call_ms: float, fleet: Fleet, timeout: float, keep
                         server_connections=done.peaks.server_connections,
                         max_connections=done.peaks.max_connections, rss_mb=done.peaks.rss_mb, made=done.calls.total,
                         duplicates=done.calls.duplicates, missing=done.calls.missing(expected),
-                        detail=f"{fleet.describe()}; {cpu_said(done, runs * CALLS)}")
+                        detail=f"{fleet.describe()}; {cpu_said(done, runs * CALLS)}; {pace_said(done)}")
 
 
 def cpu_said(done: Outcome, steps: int) -> str:
@@ -276,6 +278,24 @@ def cpu_said(done: Outcome, steps: int) -> str:
     return (f"CPU: workers {each(done.peaks.cpu_seconds)}, Postgres backends {each(done.peaks.backend_cpu_seconds)}, "
             f"the benchmark's process {each(done.bench_cpu_seconds)}, of which the fake model server "
             f"{each(done.server_cpu_seconds)}")
+
+
+def pace_said(done: Outcome) -> str:
+    """When the runs made their first call (their start: enqueue, claim, first step), and how long after one
+    call of a run its next one came (a step's own cost and its wait for the CPU, beside the call itself)."""
+    first = done.calls.first_arrival
+    starts = sorted(at - done.clock for (_run, step), at in first.items() if step == 1)
+    gaps = sorted(at - first[(run, step - 1)] for (run, step), at in first.items() if (run, step - 1) in first)
+    if not starts or not gaps:
+        return "no calls"
+    return (f"first calls {_quantiles(starts)} s after the clock, each next call of a run {_quantiles(gaps)} s "
+            "after its last")
+
+
+def _quantiles(values: list[float]) -> str:
+    """p50 / p90 / max of sorted values."""
+    p50, p90 = values[len(values) // 2], values[min(len(values) - 1, len(values) * 9 // 10)]
+    return f"p50 {p50:.1f} / p90 {p90:.1f} / max {values[-1]:.1f}"
 
 
 def default_worker_runs(runs: int, workers: int) -> int:

@@ -30,6 +30,7 @@ class Calls:
     arrivals: list[float]
     peak_in_flight: int
     sent: list[float] = field(default_factory=list)  # the callers' own clock as each call went out (X-Sent-At)
+    first_arrival: dict[tuple[str, int], float] = field(default_factory=dict)  # per (run, step), monotonic
 
     @property
     def total(self) -> int:
@@ -53,6 +54,7 @@ class ModelServer:
         self.host = host
         self.port = 0
         self._per_call: Counter[tuple[str, int]] = Counter()
+        self._first_arrival: dict[tuple[str, int], float] = {}
         self._arrivals: list[float] = []
         self._sent: list[float] = []
         self._in_flight = 0
@@ -99,10 +101,12 @@ class ModelServer:
             asyncio.run_coroutine_threadsafe(self._forget(), self._loop).result(10)
 
     async def _snapshot(self) -> Calls:
-        return Calls(Counter(self._per_call), list(self._arrivals), self._peak, list(self._sent))
+        return Calls(Counter(self._per_call), list(self._arrivals), self._peak, list(self._sent),
+                     dict(self._first_arrival))
 
     async def _forget(self) -> None:
         self._per_call.clear()
+        self._first_arrival.clear()
         self._arrivals.clear()
         self._sent.clear()
         self._peak = self._in_flight
@@ -162,6 +166,7 @@ class ModelServer:
         except (KeyError, ValueError):
             return "400 Bad Request", {"error": "GET /model?run=<id>&step=<n>"}
         self._per_call[(run, step)] += 1
+        self._first_arrival.setdefault((run, step), arrived)
         self._arrivals.append(arrived)
         if sent:
             try:

@@ -140,18 +140,21 @@ class Peaks:
         self.database_connections = max(self.database_connections, database)
         if server + len(self.own_backends) >= self.max_connections - EXHAUSTED_MARGIN:
             self.exhausted = True
+        self.sample_processes(backends)
+
+    def sample_processes(self, backends: Iterable[int] = ()) -> None:
+        """The /proc half of a sample: the processes' memory, their CPU and the backends' (on this machine only:
+        a remote server's /proc is not ours, and its backends count 0). A process first seen after the first
+        sample counts from 0: it started meanwhile."""
         processes = self._processes()
         self.rss_bytes = max(self.rss_bytes, sum(_vm_rss(pid) for pid in processes))
-        for pid in processes:
-            used = process_cpu_seconds(pid)
-            if used:
-                self._cpu_first.setdefault(pid, used if not self.samples else 0.0)
-                self._cpu_last[pid] = used
-        for pid in backends:  # on this machine only: a remote server's /proc is not ours (0 then)
-            used = process_cpu_seconds(pid)
-            if used:
-                self._backend_first.setdefault(pid, used if not self.samples else 0.0)
-                self._backend_last[pid] = used
+        for pids, first, last in ((processes, self._cpu_first, self._cpu_last),
+                                  (backends, self._backend_first, self._backend_last)):
+            for pid in pids:
+                used = process_cpu_seconds(pid)
+                if used:
+                    first.setdefault(pid, used if not self.samples else 0.0)
+                    last[pid] = used
         self.samples += 1
 
     def _processes(self) -> list[int]:
