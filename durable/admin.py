@@ -33,6 +33,7 @@ from durable.models import (
     Schedule,
     SecurityEvent,
     SideEffect,
+    StoredValue,
     StreamChunk,
     SweepTurn,
 )
@@ -80,6 +81,15 @@ class JournalEntryAdmin(ContentsAdmin):
     list_display = ("run", "kind", "step", "call_index", "name", "fencing_token", "created_at")
     list_filter = ("kind",)
     search_fields = ("=run__id",)
+    show_full_result_count = False
+
+
+@admin.register(StoredValue)
+class StoredValueAdmin(ContentsAdmin):
+    """Large values stored once (docs/state-storage.md): what checkpoints and results refer to by hash."""
+
+    list_display = ("hash", "size", "written_at")
+    search_fields = ("=hash",)
     show_full_result_count = False
 
 

@@ -93,6 +93,13 @@ def limits_are_declared_rightly(app_configs: Any = None, **kwargs: Any) -> list[
     return check_limits(durable_settings.DURABLE_LIMITS)
 
 
+@register(DURABLE)
+def stream_transport_is_known(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from django.db import connection
+
+    return check_stream_transport(durable_settings.DURABLE_STREAM_TRANSPORT, connection.vendor)
+
+
 @register(Tags.security, DURABLE)
 def logins_lock_out_by_username(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     from django.apps import apps
@@ -168,6 +175,23 @@ def check_connections_budget(wanted: int, max_connections: int) -> list[CheckMes
         hint="Lower DURABLE_DB_POOL_SIZE, run fewer processes, raise the server's max_connections, or put PgBouncer "
              "in front (docs/operations.md, \"Connections\").",
         id="durable.W017")]
+
+
+def check_stream_transport(transport: Any, vendor: str) -> list[CheckMessage]:
+    """durable.E055: DURABLE_STREAM_TRANSPORT names a transport; durable.W055: `notify` on a database without it."""
+    from durable.engine.streams import NOTIFY, TRANSPORTS
+
+    if transport not in TRANSPORTS:
+        return [Error(f"DURABLE_STREAM_TRANSPORT is {transport!r}, not a stream transport: web processes would not "
+                      "know how to learn what the followed runs publish.",
+                      hint=f"Set it to one of {', '.join(map(repr, TRANSPORTS))}, or unset it for 'auto' "
+                           "(docs/operations.md, \"Streams\").", obj="DURABLE_STREAM_TRANSPORT", id="durable.E055")]
+    if transport == NOTIFY and vendor != "postgresql":
+        return [Warning(f"DURABLE_STREAM_TRANSPORT is 'notify' on {vendor}, which has no LISTEN/NOTIFY: web "
+                        "processes poll instead (every DURABLE_STREAM_POLL_SECONDS).",
+                        hint="Set it to 'auto' or 'poll' (docs/operations.md, \"Streams\").",
+                        obj="DURABLE_STREAM_TRANSPORT", id="durable.W055")]
+    return []
 
 
 # -- side effects and approvals, read from each step's source ----------------------

@@ -38,7 +38,8 @@ SETTINGS: dict[str, Setting] = {
                                           "before it releases the lease and re-enqueues the run."),
     "DURABLE_PAUSE_LOOK_SECONDS": Setting(1.0, "seconds", "How often a worker looks whether a run it holds was "
                                           "asked to pause, between steps that make no call (after a step that made "
-                                          "one, or before a step that declares side effects, it always looks; "
+                                          "one, before a step that declares side effects, and before a step's first "
+                                          "call after a boundary where it did not look, it always looks; "
                                           "docs/operations.md, \"Pausing runs\")."),
     "DURABLE_PARALLEL_CALLS": Setting(8, "count", "How many calls of one `ctx.parallel` group run at once "
                                       "(threads of the worker process); the rest wait for a free one."),
@@ -82,6 +83,11 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_CHECKPOINT_FULL_EVERY": Setting(500, "count", "A checkpoint stores what changed since the one "
                                              "before; every this many, at most, it stores the whole state "
                                              "(docs/state-storage.md)."),
+    "DURABLE_LARGE_VALUE_BYTES": Setting(65536, "count", "A part of a state, of a checkpoint's difference or of "
+                                         "a recorded result heavier than this as JSON (a long string, a tool's "
+                                         "result) is stored once, apart, by its content's hash, and referenced "
+                                         "wherever it recurs; durable_prune deletes those no row refers to any "
+                                         "more (0: every value is stored inline; docs/state-storage.md)."),
     "DURABLE_MAX_VALUE_BYTES": Setting(32_000_000, "count", "A step's state or an activity's result heavier than "
                                        "this as JSON fails the step for good, with an error naming it and its "
                                        "size (0: no limit; Postgres refuses a jsonb value over 255 MB)."),
@@ -193,6 +199,12 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_STREAM_POLL_SECONDS": Setting(0.02, "seconds", "How often a web process reads the chunks published "
                                            "for the runs its clients follow: one query per process for all of them, "
                                            "only while some client follows."),
+    "DURABLE_STREAM_TRANSPORT": Setting("auto", "text", "How a web process learns that the runs its clients follow "
+                                        "published: `poll` reads every DURABLE_STREAM_POLL_SECONDS; `notify` "
+                                        "(Postgres) listens on its reading connection for the NOTIFY a worker sends "
+                                        "after each chunk, and reads then (and every second, for a notification "
+                                        "lost and the runs that ended); `auto`: poll, measured best for dense "
+                                        "streams (docs/operations.md, \"Streams\"; durable.E055)."),
     # What model calls cost (docs/workflows.md, "Model calls and budgets").
     "DURABLE_LLM_PRICES": Setting({}, "prices", "Each model's price per million input and output tokens, as "
                                   "decimal strings: `{\"gpt-4o-mini\": {\"input\": \"0.15\", \"output\": "

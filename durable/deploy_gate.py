@@ -20,7 +20,7 @@ from durable.registry import UnknownWorkflow, WorkflowRegistry, registry
 from durable.replay_records import from_database
 from durable.replayer import RunReplay, replay_runs
 from durable.runtime.executor import run_contract
-from durable.store.checkpoints import state_at
+from durable.store.checkpoints import holds_whole, state_at
 from durable.workflow import Workflow
 
 
@@ -79,7 +79,7 @@ def blocked_runs(workflows: WorkflowRegistry = registry) -> Iterator[BlockedRun]
         except UnknownWorkflow:
             workflow = None
         point_state = run.point_state
-        if point_state is None and run.point_schema is not None:  # the newest checkpoint stores what changed
+        if not holds_whole(point_state) and run.point_schema is not None:  # a difference, or large values apart
             point_state = state_at(run.id, run.checkpoint_seq)
         refusal = resume_refusal(run, point_state or {}, run.point_schema or 1, workflow)
         if refusal is not None:

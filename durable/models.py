@@ -193,6 +193,21 @@ class Checkpoint(models.Model):
         return f"{self.run_id} #{self.seq} after {self.step}"
 
 
+class StoredValue(models.Model):
+    """A large value stored once, by its content's hash: checkpoints and recorded results refer to it by that hash
+    (durable.engine.large_values, durable.store.values; docs/state-storage.md)."""
+
+    hash = models.CharField(max_length=64, primary_key=True, help_text="SHA-256 of its canonical JSON, in hex")
+    value = models.JSONField()
+    size = models.PositiveBigIntegerField(help_text="its canonical JSON's length, in bytes")
+    # When a writer last stored or referred to it: durable_prune deletes only values unreferenced and untouched
+    # for a while, so a value a run in flight is about to refer to is never lost (durable/retention.py).
+    written_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hash[:12]} ({self.size} bytes)"
+
+
 class JournalEntry(models.Model):
     """Append-only history of a run: recorded activity results and everything that happened."""
 

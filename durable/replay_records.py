@@ -18,7 +18,8 @@ from django.db.models import Q, QuerySet
 from durable.engine.replay import RecordedCall
 from durable.engine.states import TERMINAL
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
-from durable.store.checkpoints import states_at
+from durable.store.checkpoints import holds_whole, states_at
+from durable.store.values import resolved_all
 
 EXPORT_FORMAT = "durable-replay/1"
 
@@ -142,9 +143,9 @@ def _checkpoints(run: Run) -> list[dict[str, Any]]:
     """Each checkpoint with its whole state (a difference's row holds none: docs/state-storage.md)."""
     rows: list[dict[str, Any]] = [dict(row) for row in Checkpoint.objects.filter(run=run).order_by("seq").values(
         "seq", "step", "next_step", "state", "state_schema_version")]
-    states = states_at(run.id, [row["seq"] for row in rows if row["state"] is None])
+    states = states_at(run.id, [row["seq"] for row in rows if not holds_whole(row["state"])])
     for row in rows:
-        if row["state"] is None:
+        if not holds_whole(row["state"]):
             row["state"] = states.get(row["seq"])
     return rows
 
@@ -152,6 +153,8 @@ def _checkpoints(run: Run) -> list[dict[str, Any]]:
 def _calls(run: Run) -> list[dict[str, Any]]:
     rows = list(JournalEntry.objects.filter(run=run, kind=JournalEntry.Kind.ACTIVITY).values(
         "step", "visit", "call_index", "name", "result"))
+    for row, result in zip(rows, resolved_all([row["result"] for row in rows]), strict=True):
+        row["result"] = result  # large values stored apart, read back
     newest: dict[str, int] = {}  # results recorded before visits existed belong to the newest visit of their step
     for point in Checkpoint.objects.filter(run=run).exclude(next_step="").values("seq", "next_step"):
         newest[point["next_step"]] = max(newest.get(point["next_step"], 0), point["seq"])

@@ -21,6 +21,7 @@ from durable.engine.states import RunStatus
 from durable.engine.waits import WaitingFor
 from durable.models import Checkpoint, JournalEntry, Run, SideEffect
 from durable.store.checkpoints import fill_states
+from durable.store.values import fill_results
 
 
 class TextJSONField(serializers.JSONField):
@@ -245,12 +246,26 @@ class CheckpointSerializer(serializers.ModelSerializer):
         return dict(super().to_representation(instance))
 
 
+class JournalEntryListSerializer(serializers.ListSerializer):
+    """A run's journal, each result whole: large values stored apart are read back together (durable.store.values)."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        entries = list(data.all() if hasattr(data, "all") else data)
+        fill_results(entries)
+        return super().to_representation(entries)
+
+
 class JournalEntrySerializer(serializers.ModelSerializer):
     class Meta:
+        list_serializer_class = JournalEntryListSerializer
         model = JournalEntry
         # `visit`: the seq of the checkpoint the step's execution started from (null: recorded before visits).
         fields = ["id", "kind", "step", "visit", "call_index", "name", "result", "detail", "fencing_token",
                   "created_at"]
+
+    def to_representation(self, instance: JournalEntry) -> dict[str, Any]:
+        fill_results([instance])  # a no-op when the list read them all
+        return dict(super().to_representation(instance))
 
 
 class SideEffectSerializer(serializers.ModelSerializer):

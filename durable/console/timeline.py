@@ -25,6 +25,7 @@ from durable.engine.topology import shapes_from_json
 from durable.engine.waits import WaitingFor
 from durable.models import Checkpoint, JournalEntry, OperatorAction, Run, SideEffect
 from durable.runtime.waits import SLEEP, START_CHILD, WAIT_CHILD, WAIT_FOR_EVENT
+from durable.store.values import fill_results
 from durable.templatetags.console_time import absolute
 
 # A side effect in these states waits for reconciliation (the reconciler's, or an operator's).
@@ -83,7 +84,9 @@ def run_timeline(run: Run) -> list[Entry]:
     statuses = current_statuses(run)  # of what the apps' journal entries name (durable/console/run_page.py)
     checkpoints = list(run.checkpoints.defer("state"))
     visits = visit_names(checkpoints)
-    journal, wait_records = _without_wait_records(list(run.journal.exclude(kind=JournalEntry.Kind.OPERATOR)))
+    recorded = list(run.journal.exclude(kind=JournalEntry.Kind.OPERATOR))
+    fill_results(recorded)  # large values stored apart, read back (durable.store.values)
+    journal, wait_records = _without_wait_records(recorded)
     statuses.update(_children_statuses(run, journal))
     entries = [
         *(_ledger_row(row, visits) for row in ledger),

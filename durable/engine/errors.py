@@ -295,6 +295,12 @@ class Waiting(BaseException):
         super().__init__(f"waiting for {what}")
 
 
+class PauseSeen(BaseException):
+    """Control flow, not an error: the visit's first outward call found that an operator asked the run to pause, and
+    was not sent. The visit is unwound without writing and the run is PAUSED at the checkpoint it started from
+    (durable/runtime/pausing.py). A BaseException, so that a step's `except Exception` cannot swallow it."""
+
+
 class ChildRunFailed(NonRetryableError):
     """A child run the step waited for ended without succeeding: its status and error, for the step to handle
     (or to fail the parent, naming the child)."""

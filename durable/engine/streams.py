@@ -1,5 +1,5 @@
 """A run's stream, the rules without Django: what a chunk may be, how it is framed as Server-Sent Events, when a
-follower's stream ends.
+follower's stream ends, and which transport wakes its followers.
 
 The stream is not the journal: what a step publishes goes to the run's followers and a retention window, never to
 replay. A step run again after a crash publishes again; followers see both (docs/workflows.md, "Streaming").
@@ -42,6 +42,19 @@ def checked_data(data: Any) -> Any:
         raise NonRetryableError(f"ctx.stream chunk of {len(text.encode())} bytes is over {MAX_CHUNK_BYTES}: publish "
                                 "it in smaller pieces", kind="invalid_request")
     return data
+
+
+# How a web process learns that chunks were published (docs/operations.md, "Streams"): it reads them every
+# DURABLE_STREAM_POLL_SECONDS, or when a Postgres NOTIFY sent by the chunk's INSERT says which run published.
+POLL, NOTIFY, AUTO = "poll", "notify", "auto"
+TRANSPORTS = (AUTO, POLL, NOTIFY)
+CHANNEL = "durable_stream"  # the NOTIFY channel; the payload is the run's id
+
+
+def transport_of(setting: str, vendor: str) -> str:
+    """The transport DURABLE_STREAM_TRANSPORT names on this database: NOTIFY when asked for on Postgres, else POLL
+    (`auto`, as measured best for dense streams: docs/operations.md, "Streams"; SQLite has no LISTEN)."""
+    return NOTIFY if setting == NOTIFY and vendor == "postgresql" else POLL
 
 
 def follows(status: str) -> bool:

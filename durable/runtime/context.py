@@ -21,7 +21,7 @@ from durable.engine.costs import UsageOf
 from durable.engine.errors import WrongThread
 from durable.engine.waits import ChildRun, Event
 from durable.models import Checkpoint
-from durable.runtime import limits, parallel, patches, side_effects, waits
+from durable.runtime import limits, parallel, patches, pausing, side_effects, waits
 from durable.runtime.gates import ApprovalAsk, GateSite, approval_gate
 from durable.runtime.heartbeat import lease_kept
 from durable.runtime.stream import publish
@@ -71,6 +71,7 @@ class StepContext:
         if recorded is not None:
             result = visit.reused(name, recorded)
         else:
+            pausing.before_call(visit.lease)  # a pause asked: PauseSeen, before any room in a limit is taken
             if usage is not None:
                 visit.meter.before_model_call(name)  # BudgetExhausted: the run waits, the model is not asked
             # Room in its limit first (or the run parks); a slow model must not let a second worker ask again: the

@@ -19,6 +19,7 @@ from durable.engine.errors import (
     AwaitingApproval,
     LeaseLost,
     NeedsAttention,
+    PauseSeen,
     ReplayContractViolation,
     Waiting,
     classify,
@@ -166,7 +167,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
     came_from: str | None = None  # the step whose route led here, when it ran in this task
     woke_from = run.waiting_for  # the wait the run was parked on, taken up again by the visit it resumes
     meter = costs.Meter(run)  # what the run spent on model calls, kept up to date by this task's visits
-    looks = pausing.Looks(run.id)  # whether an operator asked it to pause, looked at between steps
+    looks = pausing.watched(lease)  # whether an operator asked it to pause: between steps, or before a call leaves
     while True:
         if lease.seq >= budget:  # the newest checkpoint's seq is the number of visits made (seq 0: the start)
             _out_of_budget(store, lease, run, workflow, step_name, came_from, attempt, budget)
@@ -190,6 +191,9 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             except LeaseLost:
                 raise
             except (AwaitingApproval, Waiting):  # the wait is committed; nothing holds a worker now
+                return AdvanceOutcome(claimed=True, steps=done)
+            except PauseSeen:  # before the visit's first call left: nothing of it is written, it runs again on resume
+                pausing.pause_now(lease)
                 return AdvanceOutcome(claimed=True, steps=done)
             except BudgetExhausted as exc:  # before a model call, nothing asked: an operator raises it or cancels
                 costs.stop(store, lease, workflow.name, workflow.version, step_name, exc)
@@ -215,7 +219,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
             # The checkpoint's (step, next_step) is the route taken: a loop's way back is recorded like any other.
             store.commit_step(lease, step_name, next_step, state_json, workflow.checkpoint_schema_version)
         came_from, step_name, attempt = step_name, next_step, 0
-        if looks.due(before_side_effects=bool(workflow.get_step(step_name).side_effects)) and looks.asked():
+        if looks.at_boundary(before_side_effects=bool(workflow.get_step(step_name).side_effects)):
             pausing.pause_now(lease)  # the step's checkpoint is written: the run resumes with the next one
             return AdvanceOutcome(claimed=True, steps=done)
         if time.monotonic() >= deadline:

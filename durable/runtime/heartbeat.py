@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
+from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -76,6 +76,7 @@ class Heartbeat:
         self.renewals = 0
         self.context = contextvars.copy_context()  # its log lines carry the run, step and operation ids
         self.loss: Future[None] = Future()  # done once the lease is found lost: what a call in flight waits on too
+        self._woken: threading.Event | None = None  # the call in flight's (call()), woken by lose() too
         self._keeping = False
 
     @property
@@ -104,12 +105,13 @@ class Heartbeat:
         transaction), on this thread."""
         if not self._keeping:
             return fn(*args, **kwargs)
-        if self.lost:  # found lost since the call was numbered: nothing leaves
+        woken = self._woken = threading.Event()  # set by the call's end or by lose(), whichever comes first
+        if self.lost:  # found lost since the call was numbered (looked at after _woken is set: lose() sets it then)
             raise LeaseLost(f"run {self.lease.run_id}: lease token {self.lease.token} no longer holds")
-        future: Future[T] = _call_threads().submit(contextvars.copy_context().run, _on_call_thread, fn, args, kwargs)
-        waited: list[Future[Any]] = [future, self.loss]
-        done, _ = wait(waited, return_when=FIRST_COMPLETED)
-        if future not in done:
+        future: Future[T] = _call_threads().submit(woken, contextvars.copy_context().run, _on_call_thread, fn, args,
+                                                   kwargs)
+        woken.wait()  # one Event, where concurrent.futures.wait() on two futures cost a waiter and four locks a call
+        if not future.done():
             raise LeaseLost(f"run {self.lease.run_id}: lease token {self.lease.token} was taken while a call was "
                             "in flight; the call is abandoned")
         return future.result()
@@ -138,6 +140,9 @@ class Heartbeat:
     def lose(self) -> None:
         with contextlib.suppress(InvalidStateError):  # found lost twice (by hand and by the thread): once is enough
             self.loss.set_result(None)
+        woken = self._woken  # read after loss is set: a call() registering later sees `lost` and does not wait
+        if woken is not None:
+            woken.set()
         if self.when_stale:  # between calls: the worker's next write finds it and stops (unless it just ended)
             log.info("lease no longer held by this worker; its next write will stop the run's task")
         else:
@@ -175,17 +180,19 @@ class _CallThreads:
     shutdown, which waits for its tasks, not for what they gave up on."""
 
     def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[tuple[Future[Any], threading.Event, Callable[..., Any], tuple[Any, ...]]] = (
+            queue.SimpleQueue())
         self._idle = 0  # threads that will take the next call without being asked
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+    def submit(self, done: threading.Event, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """`fn(*args)` on a call thread; `done` is set once its future holds the outcome."""
         future: Future[T] = Future()
         with self._lock:
             spawn = self._idle == 0
             if not spawn:
                 self._idle -= 1
-        self._work.put((future, fn, args))
+        self._work.put((future, done, fn, args))
         if spawn:
             threading.Thread(target=self._serve, name="durable-call", daemon=True).start()
         return future
@@ -193,7 +200,7 @@ class _CallThreads:
     def _serve(self) -> None:
         while True:
             try:
-                future, fn, args = self._work.get(timeout=CALL_THREAD_IDLE_SECONDS)
+                future, done, fn, args = self._work.get(timeout=CALL_THREAD_IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:
                     if self._idle > 0:  # another idle thread takes what comes: this one may end
@@ -205,6 +212,7 @@ class _CallThreads:
                     future.set_result(fn(*args))
                 except BaseException as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
                     future.set_exception(exc)
+            done.set()
             with self._lock:
                 self._idle += 1
 
@@ -359,6 +367,7 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
     unless given.
     """
     timeout = durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS if timeout is None else timeout
+    pausing.before_call(lease)  # a pause asked since a boundary that did not look: PauseSeen, nothing leaves
     pausing.call_made()  # the worker looks for a pause asked meanwhile at the step's end
     db.confirm_writes()  # no call leaves on a lease the last step's write may have found lost
     if lease.seconds_left() < timeout + MARGIN_SECONDS:

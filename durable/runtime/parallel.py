@@ -27,7 +27,7 @@ from durable.conf import durable_settings
 from durable.context import Call, Effect
 from durable.engine.costs import UsageOf
 from durable.engine.errors import LeaseLost, NeedsAttention, ParallelCallsFailed
-from durable.runtime import limits, side_effects
+from durable.runtime import limits, pausing, side_effects
 from durable.runtime.heartbeat import Heartbeat, give_back_connection, lease_kept
 from durable.runtime.visit import Visit
 
@@ -53,6 +53,8 @@ class _Pending:
 
 def run_group(visit: Visit, calls: tuple[Call | Effect, ...]) -> list[Any]:
     """Run the calls at once; their results in the order given, each recorded under its own index."""
+    if calls:
+        pausing.before_call(visit.lease)  # a pause asked: PauseSeen, before anything of the group is written
     results: list[Any] = [None] * len(calls)
     pending: list[_Pending] = []
     described: list[dict[str, Any]] = []

@@ -26,6 +26,7 @@ from uuid import UUID
 from django.db.models import Q
 from django.utils import timezone
 
+import durable.store.values as values
 from durable.engine.states import RunStatus, checked_sources, sources_of
 from durable.models import Checkpoint, PauseSwitch, Run
 from durable.runtime import dispatch
@@ -66,7 +67,7 @@ def start(*, next_step: str, state: dict[str, Any], schema_version: int, enqueue
     sent to a worker once that commits unless `enqueue` is False (the sweeper, or the caller, sends it later).
     A run of a workflow whose kill switch is off is held PAUSED at once (durable/pauses.py)."""
     run = Run.objects.create(status=RunStatus.PENDING, current_step=next_step, **fields)
-    Checkpoint.objects.create(run=run, seq=0, step="", next_step=next_step, state=state,
+    Checkpoint.objects.create(run=run, seq=0, step="", next_step=next_step, state=values.stored(state),
                               state_schema_version=schema_version, created_at=run.created_at)
     if _hold_if_switched_off(run):
         run.refresh_from_db()
@@ -102,7 +103,7 @@ def migrate(run_id: UUID | str, *, seq: int, from_version: int, to_version: int,
                 current_step=next_step, checkpoint_seq=seq + 1, updated_at=now, enqueued_at=now, **fields):
         return False
     step = f"{MIGRATION_CHECKPOINT_PREFIX}{from_version}->v{to_version}"
-    Checkpoint.objects.create(run_id=run_id, seq=seq + 1, step=step, next_step=next_step, state=state,
+    Checkpoint.objects.create(run_id=run_id, seq=seq + 1, step=step, next_step=next_step, state=values.stored(state),
                               state_schema_version=schema_version, created_at=now)
     return True
 

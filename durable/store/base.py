@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+import durable.store.values as values
 from durable.engine.costs import PricedUsage, Spending
 from durable.engine.errors import LeaseLost
 from durable.engine.json_values import storable_text
@@ -171,7 +172,7 @@ class RunStore:
             if index is None:  # the column is shared with other kinds; an activity is always written with one
                 raise ValueError(f"run {lease.run_id}: an activity result of step {step} has no call position")
             calls.append(RecordedCall(index, name, result))
-        return calls
+        return values.resolved_calls(calls)
 
     # Fenced writes.
 
@@ -202,7 +203,10 @@ class RunStore:
         self._fenced(lease, None, lease_expires_at=lease.renewal(now) or F("lease_expires_at"))
 
     def _journal(self, lease: Lease, now: datetime, kind: str, step: str, **fields: Any) -> JournalEntry:
-        """An entry of the visit under way: the lease's seq is the checkpoint the step started from."""
+        """An entry of the visit under way: the lease's seq is the checkpoint the step started from. A result's
+        large values are stored apart (durable.store.values)."""
+        if fields.get("result") is not None:
+            fields["result"] = values.stored(fields["result"])
         return JournalEntry.objects.create(
             run_id=lease.run_id, kind=kind, step=step, visit=lease.seq, fencing_token=lease.token, created_at=now,
             **fields
@@ -285,7 +289,8 @@ class RunStore:
             self._progress(lease, now)
             JournalEntry.objects.bulk_create([JournalEntry(
                 run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY, step=step, visit=lease.seq, call_index=index,
-                name=name, result=result, fencing_token=lease.token, created_at=now) for index, name, result in calls])
+                name=name, result=values.stored(result), fencing_token=lease.token, created_at=now)
+                for index, name, result in calls])
 
     def record_model_calls(self, lease: Lease, step: str, calls: list[ModelCall]) -> None:
         """Model calls' results (call_index, name, result, usage), each with its usage in its entry, in one fenced
@@ -299,7 +304,7 @@ class RunStore:
                          unpriced_tokens=F("unpriced_tokens") + spent.unpriced_tokens)
             JournalEntry.objects.bulk_create([JournalEntry(
                 run_id=lease.run_id, kind=JournalEntry.Kind.ACTIVITY, step=step, visit=lease.seq, call_index=index,
-                name=name, result=result, detail={"usage": priced.as_json()}, fencing_token=lease.token,
+                name=name, result=values.stored(result), detail={"usage": priced.as_json()}, fencing_token=lease.token,
                 created_at=now) for index, name, result, priced in calls])
 
     def record_parallel(self, lease: Lease, step: str, calls: list[dict[str, Any]]) -> None:

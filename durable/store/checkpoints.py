@@ -2,6 +2,7 @@
 
 Every reader of a checkpoint's whole state goes through `state_at` or `states_at` (the console, the API, version
 migrations, the deploy gate, retention); the run stores write through `to_store` and resume through `resumed`.
+Large values in a state or a difference are stored apart, once (durable.store.values): these put them back.
 A row written before differences existed holds its whole state (base NULL): a run in flight across the upgrade
 resumes from it as before, and its next checkpoint is a difference from it.
 """
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import durable.store.values as values
 from durable.conf import durable_settings
+from durable.engine.large_values import is_envelope
 from durable.engine.state_delta import Chain, apply, copied, diff
 from durable.models import Checkpoint
 
@@ -41,17 +44,20 @@ def to_store(chain: Chain | None, seq: int, state: Any) -> tuple[Stored, Chain]:
     otherwise (a run's first checkpoint in this process, or an operator's, in between, moved the run on; or
     the state is small)."""
     if chain is not None and chain.seq == seq - 1 and chain.stores_differences():
-        delta = json.dumps(diff(chain.state, state) or {})  # {}: nothing changed
+        change = diff(chain.state, state) or {}  # {}: nothing changed
+        delta = json.dumps(change)
         if not chain.wants_full(len(delta), durable_settings.DURABLE_CHECKPOINT_FULL_EVERY):
             chain.wrote_delta(seq, state, len(delta))
-            return Stored(None, delta, chain.base), chain
+            return Stored(None, values.stored_text(change, delta), chain.base), chain
     full = json.dumps(state)
-    return Stored(full, None, None), Chain(seq, state, seq, len(full))
+    return Stored(values.stored_text(state, full), None, None), Chain(seq, state, seq, len(full))
 
 
 def resumed(rows: Sequence[StateRow]) -> tuple[Any, Chain]:
     """The newest state of a checkpoint's rows (its full one, then the differences after it, in seq order), and
-    the chain a writer goes on from. The state returned is the caller's; the chain keeps its own copy."""
+    the chain a writer goes on from. The state returned is the caller's; the chain keeps its own copy. The rows
+    are as read (large values stored apart are read back here)."""
+    rows = _resolved(rows)
     first_seq, full, _ = rows[0]
     if full is None:
         raise ValueError(f"checkpoint {first_seq} is a difference: a state is read from a full checkpoint on")
@@ -62,6 +68,12 @@ def resumed(rows: Sequence[StateRow]) -> tuple[Any, Chain]:
         chain.wrote_delta(seq, None, len(json.dumps(delta)))
     chain.state = copied(state)
     return state, chain
+
+
+def _resolved(rows: Sequence[StateRow]) -> list[StateRow]:
+    """The rows with the large values their states and differences refer to read back (one read for all)."""
+    columns = values.resolved_all([column for _, full, delta in rows for column in (full, delta)])
+    return [(seq, columns[2 * index], columns[2 * index + 1]) for index, (seq, _, _) in enumerate(rows)]
 
 
 def _rows(run_id: UUID | str, first: int, last: int) -> list[StateRow]:
@@ -97,17 +109,24 @@ def states_at(run_id: UUID | str, seqs: Iterable[int]) -> dict[int, Any]:
         first = wanted[0]
     found: dict[int, Any] = {}
     state: Any = None
-    for seq, full, delta in _rows(run_id, first, wanted[-1]):
+    for seq, full, delta in _resolved(_rows(run_id, first, wanted[-1])):
         state = full if full is not None else apply(state, delta)
         if seq in wanted:
             found[seq] = copied(state)
     return found
 
 
+def holds_whole(state: Any) -> bool:
+    """Whether a checkpoint row's `state` column is its whole state as it stands: not a difference's row (NULL)
+    nor one whose large values are stored apart."""
+    return state is not None and not is_envelope(state)
+
+
 def fill_states(checkpoints: Sequence[Checkpoint]) -> None:
     """Set each checkpoint's `state` to its whole state (a difference's row holds none): for a view or a
-    serializer that shows them. The checkpoints are of one run."""
-    pending = [cp for cp in checkpoints if cp.state is None]
+    serializer that shows them (a full one's too when it stores large values apart). The checkpoints are of one
+    run."""
+    pending = [cp for cp in checkpoints if not holds_whole(cp.state)]
     if not pending:
         return
     states = states_at(pending[0].run_id, [cp.seq for cp in pending])
@@ -119,4 +138,4 @@ def store_whole(run_id: UUID | str, seq: int) -> None:
     """Store checkpoint `seq`'s whole state in its row, so it needs no earlier one (a finished run's retention
     deletes them next). Inside the caller's transaction."""
     state = state_at(run_id, seq)
-    Checkpoint.objects.filter(run_id=run_id, seq=seq).update(state=state, delta=None, base=None)
+    Checkpoint.objects.filter(run_id=run_id, seq=seq).update(state=values.stored(state), delta=None, base=None)

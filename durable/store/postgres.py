@@ -22,6 +22,7 @@ from django.db.models import Field
 from django.utils import timezone
 
 import durable.store.in_flight as in_flight
+import durable.store.values as values
 from durable.conf import durable_settings
 from durable.engine.costs import Spending
 from durable.engine.errors import LeaseLost
@@ -331,11 +332,11 @@ class PostgresRunStore(RunStore):
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
-                  "result": json.dumps(result)}
+                  "result": values.stored_text(result, json.dumps(result))}
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
 
     def record_activities(self, lease: Lease, step: str, calls: list[tuple[int, str, Any]]) -> None:
-        rows = [{"call_index": index, "name": name, "result": result} for index, name, result in calls]
+        rows = [{"call_index": index, "name": name, "result": values.stored(result)} for index, name, result in calls]
         params = {**_fence_params(lease, timezone.now()), "step": step, "calls": json.dumps(rows)}
         rowcount, _ = run_statement(_ACTIVITIES_SQL, params)
         if rowcount != len(rows):  # nothing was written: the fence found the lease gone
@@ -343,7 +344,7 @@ class PostgresRunStore(RunStore):
 
     def record_model_calls(self, lease: Lease, step: str, calls: list[ModelCall]) -> None:
         spent = Spending.of(priced for *_, priced in calls)
-        rows = [{"call_index": index, "name": name, "result": result, "detail": {"usage": priced.as_json()}}
+        rows = [{"call_index": index, "name": name, "result": values.stored(result), "detail": {"usage": priced.as_json()}}
                 for index, name, result, priced in calls]
         params = {**_fence_params(lease, timezone.now()), "step": step, "calls": json.dumps(rows),
                   "input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens, "cost": spent.cost,
@@ -388,13 +389,13 @@ def _prefetched(run: Run, lease: Lease) -> Prefetched:
     if extra["resume_chain"] is not None:  # the checkpoint at the run's checkpoint_seq exists
         state, lease.chain = resumed(_json(extra["resume_chain"]))
         point = ResumePoint(run.checkpoint_seq, extra["resume_next_step"], state, extra["resume_schema_version"])
-    return Prefetched(point, [RecordedCall(*row) for row in _json(extra["resume_calls"]) or []],
+    return Prefetched(point, values.resolved_calls([RecordedCall(*row) for row in _json(extra["resume_calls"]) or []]),
                       extra["resume_next_step"])
 
 
 def _recorded(rows: Iterable[Sequence[Any]]) -> list[RecordedCall]:
     """(call_index, name, result as jsonb text) rows, in call_index order."""
-    return [RecordedCall(index, name, _json(result)) for index, name, result in rows]
+    return values.resolved_calls([RecordedCall(index, name, _json(result)) for index, name, result in rows])
 
 
 def _check_fence(lease: Lease, rowcount: int) -> None:

@@ -18,6 +18,7 @@ from durable.engine.states import RunStatus
 from durable.events import Delivery, send_event
 from durable.models import JournalEntry, Run, SideEffect
 from durable.runtime import dispatch, executor, sweeper
+from durable.store.values import fill_results
 from durable.testing.clock import Clock
 from durable.testing.crashes import Crash, WorkerCrashed, arm, disarm_all
 from durable.testing.stand_ins import Answer, StandIn, StandIns
@@ -211,7 +212,9 @@ class TestRun:
         """Its journal, oldest first (only the `kinds` given, when given)."""
         entries = JournalEntry.objects.filter(run_id=self.id).order_by("id")
         wanted = list(kinds)
-        return list(entries.filter(kind__in=wanted) if wanted else entries)
+        found = list(entries.filter(kind__in=wanted) if wanted else entries)
+        fill_results(found)  # large values stored apart: the results as recorded
+        return found
 
     def timeline(self) -> list[Any]:
         """Its history as the console's run page shows it (durable.console.timeline.Entry, oldest first)."""

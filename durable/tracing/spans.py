@@ -21,8 +21,8 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from durable.engine.errors import ActivityError, LeaseLost, NeedsAttention
-from durable.engine.ids import operation_id
+from durable.engine.errors import ActivityError, LeaseLost, NeedsAttention, PauseSeen
+from durable.engine.ids import family_operation_id
 
 T = TypeVar("T")
 Attributes = dict[str, AttributeValue]
@@ -140,7 +140,7 @@ class Spans:
             try:
                 new_state, next_step = fn(*args, **kwargs)
             except BaseException as exc:
-                span.set_attribute("durable.step.outcome", "error" if isinstance(exc, Exception) else "waiting")
+                span.set_attribute("durable.step.outcome", _step_outcome_of(exc))
                 raise
             finally:
                 _activity.reset(token)
@@ -191,7 +191,8 @@ class Spans:
     def side_effect(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         visit = args[0]
         action, business_key = kwargs["action"], kwargs["business_key"]
-        attributes = _effect_attributes(str(visit.run_id), visit.step, action, business_key)
+        op_id = _operation_of(visit, action, business_key)
+        attributes = _effect_attributes(str(visit.run_id), visit.step, action, op_id)
         attributes["durable.downstream"] = kwargs["downstream"].name
         with self._opened(f"side_effect {action}", attributes) as span:
             effect = _Effect(span)
@@ -218,7 +219,7 @@ class Spans:
                 return fn(send)
         # ctx.parallel: prepared and committed on the step's thread, sent here: the side effect's span is the send's
         row = send.row
-        attributes = _effect_attributes(str(row.run_id), row.step, row.action_name, row.business_key)
+        attributes = _effect_attributes(str(row.run_id), row.step, row.action_name, row.operation_id)
         attributes.update({"durable.downstream": send.downstream.name, "durable.side_effect.sent": True})
         with self._opened(f"side_effect {row.action_name}", attributes) as span:
             try:
@@ -231,7 +232,8 @@ class Spans:
             return answer
 
     def recorded_effect(self, ctx: Any, action: str, business_key: str) -> None:
-        attributes = _effect_attributes(str(ctx.run_id), ctx.step, action, business_key)
+        op_id = _operation_of(ctx, action, business_key)
+        attributes = _effect_attributes(str(ctx.run_id), ctx.step, action, op_id)
         attributes.update({"durable.side_effect.outcome": "recorded", "durable.side_effect.sent": False})
         with self._opened(f"side_effect {action}", attributes):
             pass
@@ -275,9 +277,22 @@ def _activity_attributes(ctx: Any, name: str, index: int, *, reused: bool) -> At
             "durable.activity": name, "durable.call_index": index, "durable.reused": reused}
 
 
-def _effect_attributes(run_id: str, step: str, action: str, business_key: str) -> Attributes:
-    return {"durable.run_id": run_id, "durable.step": step, "durable.action": action,
-            "durable.operation_id": operation_id(run_id, action, business_key)}
+def _effect_attributes(run_id: str, step: str, action: str, op_id: str) -> Attributes:
+    return {"durable.run_id": run_id, "durable.step": step, "durable.action": action, "durable.operation_id": op_id}
+
+
+def _operation_of(visit: Any, action: str, business_key: str) -> str:
+    """The operation id the ledger uses for the visit's side effect: a fork's is its family's
+    (durable/runtime/side_effects.py's `prepare`)."""
+    root = visit.family_root
+    return family_operation_id(str(visit.run_id), str(root) if root else None, action, business_key)
+
+
+def _step_outcome_of(exc: BaseException) -> str:
+    """A visit's outcome from what ended it: an error, a pause seen before its first call, or a wait."""
+    if isinstance(exc, Exception):
+        return "error"
+    return "paused" if isinstance(exc, PauseSeen) else "waiting"
 
 
 def _outcome_of(exc: BaseException) -> str:

@@ -72,3 +72,46 @@ def turn(ctx: Any, state: Chat) -> Any:
             time.sleep(0.05)
     state = advance(state)
     return conversation.goto("turn", state) if state.visits < state.turns else conversation.finish(state)
+
+
+# A conversation whose turns carry one large value: each visit asks a tool for the same 200 KB document (a recorded
+# activity result every visit) and keeps it in the turn it appends. Stored once (docs/state-storage.md).
+DOCUMENT_BYTES = 200_000
+
+
+def read_document(name: str) -> dict[str, Any]:
+    return {"name": name, "text": ("lorem ipsum " * (DOCUMENT_BYTES // 12 + 1))[:DOCUMENT_BYTES]}
+
+
+class ReadingInput(BaseModel):
+    turns: int = 20
+    hold_at: int = -1  # the visit that waits while hold_file exists
+    hold_file: str = ""
+
+
+class Reading(ReadingInput):
+    turns_taken: list[dict[str, Any]] = []
+    document: dict[str, Any] = {}
+
+
+def expected_reading(start: ReadingInput) -> Reading:
+    """The state the run ends with, computed without durable."""
+    document = read_document("report")
+    return Reading(**start.model_dump(), document=document,
+                   turns_taken=[{"turn": n, "tool": document} for n in range(1, start.turns + 1)])
+
+
+reading = register(Workflow(name="test-large-value", version=1, state=Reading, input=ReadingInput))
+
+
+@reading.step(next=["read"])
+def read(ctx: Any, state: Reading) -> Any:
+    if len(state.turns_taken) == state.hold_at:
+        hold = Path(state.hold_file)
+        deadline = time.monotonic() + 60
+        while hold.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    document = ctx.activity("tool.read_document", read_document, "report")
+    state.document = document
+    state.turns_taken.append({"turn": len(state.turns_taken) + 1, "tool": document})
+    return reading.goto("read", state) if len(state.turns_taken) < state.turns else reading.finish(state)

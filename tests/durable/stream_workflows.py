@@ -1,8 +1,11 @@
 """Workflows for the stream tests: a step that publishes as it works, optionally a wait for an event, and a step
-that publishes more. Registered in the test process and in worker processes."""
+that publishes more. Registered in the test process and in worker processes. And how a test's client reads a
+stream's events as they come (`received`)."""
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -51,3 +54,12 @@ def hold(ctx: Any, state: StreamState) -> StreamState:
 @streaming.step
 def go_on(ctx: Any, state: StreamState) -> StreamState:
     return publish(ctx, state)
+
+
+def received(response: Any) -> Iterator[dict[str, Any]]:
+    """A stream response's SSE events as they come, each as {id, event, data}."""
+    for piece in response.streaming_content:
+        for block in piece.decode().split("\n\n"):
+            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and line[0] != ":")
+            if "event" in fields:
+                yield {"id": fields.get("id"), "event": fields["event"], "data": json.loads(fields["data"])}

@@ -488,3 +488,19 @@ def test_durable_limits_that_is_not_a_dict_is_named_by_the_settings_check(settin
     settings.DURABLE_LIMITS = ["openai"]
     ids = {message.id for message in django_checks.run_checks(tags=["durable"]) if "DURABLE_LIMITS" in message.msg}
     assert ids == {"durable.E015"}
+
+
+# -- durable.E055 / W055: DURABLE_STREAM_TRANSPORT (docs/operations.md, "Streams") ----------------------------------
+
+def test_each_stream_transport_passes_the_check_and_notify_on_sqlite_is_a_warning_it_polls():
+    assert [checks.check_stream_transport(t, "postgresql") for t in ("auto", "poll", "notify")] == [[], [], []]
+    assert checks.check_stream_transport("auto", "sqlite") == []
+    found = checks.check_stream_transport("notify", "sqlite")
+    assert [m.id for m in found] == ["durable.W055"] and "poll instead" in found[0].msg
+
+
+@pytest.mark.parametrize("given", ["redis", "NOTIFY", "", None, 1])
+def test_a_stream_transport_that_is_none_of_them_is_an_error_naming_the_setting(settings, given):
+    settings.DURABLE_STREAM_TRANSPORT = given
+    found = [message for message in django_checks.run_checks(tags=["durable"]) if message.id == "durable.E055"]
+    assert len(found) == 1 and found[0].obj == "DURABLE_STREAM_TRANSPORT" and repr(given) in found[0].msg

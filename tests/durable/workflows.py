@@ -248,3 +248,43 @@ def call_slowly(ctx: Any, state: InFlightState) -> InFlightState:
         ctx.side_effect("ticket", business_key=f"T-{ctx.run_id}", downstream=downstreams.tickets,
                         payload={"subject": "in flight"})
     return state
+
+
+class PauseGapState(BaseModel):
+    calls_file: str  # each call sent appends its name here, across processes
+    hold_file: str = ""  # while this file exists, `think` (a step that makes no call) holds, once it touched .reached
+    parallel: bool = False  # `ask` makes its calls as one ctx.parallel group
+    pause_from_step: bool = False  # `think` asks its own run's pause, as an operator would meanwhile (in-process)
+    answers: list[str] = []
+
+
+pause_gap = register(Workflow(
+    name="test-pause-gap", version=1, state=PauseGapState, input=PauseGapState,
+    on_active_business_key=OnActiveBusinessKey.START_ANOTHER,
+))
+
+
+@pause_gap.step
+def think(ctx: Any, state: PauseGapState) -> PauseGapState:
+    """A step that makes no call: the boundary after it does not look whether a pause was asked."""
+    from durable import pauses
+
+    if state.hold_file:
+        Path(f"{state.hold_file}.reached").touch()
+        deadline = time.monotonic() + 60
+        while os.path.exists(state.hold_file) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if state.pause_from_step:
+        pauses.pause_run(run_id=ctx.run_id, user=None, source="command", reason="asked while it thought")
+    return state
+
+
+@pause_gap.step
+def ask(ctx: Any, state: PauseGapState) -> PauseGapState:
+    """A step whose first call is the first thing it does: a model's, a tool's."""
+    if state.parallel:
+        state.answers = ctx.parallel(ctx.call("a1", record_call, state.calls_file, "a1"),
+                                     ctx.call("a2", record_call, state.calls_file, "a2"))
+    else:
+        state.answers = [ctx.activity("a1", record_call, state.calls_file, "a1")]
+    return state

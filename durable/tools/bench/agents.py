@@ -2,10 +2,10 @@
 
 `bench-agents` asks the model through `ctx.activity("model", ...)`; `bench-agents-limited` names the limit
 `bench` on each call (`limit="bench"`, issue 37's named limits: `durable_bench --rate-limit`). Each call is an
-HTTP GET with httpx to `DURABLE_BENCH_MODEL_URL` (the benchmark's fake server, durable/tools/bench/model_server.py),
-naming the run and the step, so the server can count each call and report any made twice; each worker thread
-has a client of its own (model_server.thread_client), with its retries off (invariant 6: the activity layer owns
-retries). Workers started by durable_bench import this
+HTTP GET to `DURABLE_BENCH_MODEL_URL` (the benchmark's fake server, durable/tools/bench/model_server.py), naming
+the run and the step, so the server can count each call and report any made twice; each thread calls through a
+keep-alive connection of its own (model_server.ask: the stdlib's http.client, or httpx with
+DURABLE_BENCH_CLIENT=httpx), with no retries (invariant 6: the activity layer owns retries). Workers started by durable_bench import this
 module, which registers both workflows.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable.context import Context
-from durable.tools.bench.model_server import thread_client
+from durable.tools.bench.model_server import ask
 from durable.tools.bench.workflows import registered_once
 from durable.workflow import Workflow
 
@@ -35,11 +35,7 @@ class Conversation(BaseModel):
 
 def ask_model(url: str, run: str, step: int) -> dict[str, Any]:
     """One model call: the fake server answers after the benchmark's call-ms."""
-    response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{url}/model", params={"run": run, "step": step},
-                                                       headers={"X-Sent-At": repr(time.time())})
-    response.raise_for_status()
-    answer: dict[str, Any] = response.json()
-    return answer
+    return ask(url, run, step, CALL_TIMEOUT_SECONDS, sent_at=time.time())
 
 
 def model_step(step: int, limit: str | None) -> Any:

@@ -6,6 +6,10 @@ first 10's (issue 38: both were quadratic when every checkpoint stored the whole
 The turns are random letters and spaces (seeded by the turn's number): text the database cannot compress much,
 so its growth is what was stored, not what compressed away. Workers started by durable_bench import this module,
 which registers the workflow.
+
+With `--large-bytes L`, every visit also asks a tool (a recorded activity) for the same document of L bytes and
+appends it to the conversation, as an agent that reads one file again and again does: the run is measured twice,
+with large values stored once (DURABLE_LARGE_VALUE_BYTES, 64 KB) and with them inline (0).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ LETTERS = string.ascii_letters + "      "
 class Conversation(BaseModel):
     turns: int = 200  # how many visits the run makes
     turn_bytes: int = 4000  # what each visit appends
+    large_bytes: int = 0  # a tool's result each visit also appends: the same document every time
     messages: list[str] = []
 
 
@@ -41,9 +46,17 @@ def turn_text(number: int, size: int) -> str:
     return "".join(random.Random(number).choices(LETTERS, k=size))
 
 
+def read_document(size: int) -> str:
+    """The tool's result: the same `size` random letters at every call."""
+    return turn_text(-1, size)
+
+
 def turn(ctx: Context, state: Conversation) -> Route:
-    state.messages.append(turn_text(len(state.messages), state.turn_bytes))
-    return Route("turn" if len(state.messages) < state.turns else None, state)
+    per_visit = 2 if state.large_bytes else 1  # a turn, and the tool's result
+    state.messages.append(turn_text(len(state.messages) // per_visit, state.turn_bytes))
+    if state.large_bytes:
+        state.messages.append(ctx.activity("tool.read_document", read_document, state.large_bytes))
+    return Route("turn" if len(state.messages) < state.turns * per_visit else None, state)
 
 
 def conversation_workflow() -> Workflow:
@@ -52,7 +65,7 @@ def conversation_workflow() -> Workflow:
                             tool_catalog_version="none", prompt_release="none", model_policy_version="none")
         workflow.step(turn, name="turn", next=["turn"])
         # The run's output is a count, not (as by default) its final state: what is measured is the checkpoints.
-        workflow.output(lambda state: {"turns": len(state.messages)})
+        workflow.output(lambda state: {"turns": len(state.messages) // (2 if state.large_bytes else 1)})
         return workflow
 
     return registered_once(WORKFLOW, build)
@@ -68,10 +81,11 @@ class ConversationCost:
     grown_bytes: int
     visit_ms: list[float]
     note: str = ""
+    large_bytes: int = 0  # the document each turn also carries
 
     @property
     def conversation_bytes(self) -> int:
-        return self.turns * self.turn_bytes
+        return self.turns * (self.turn_bytes + self.large_bytes)
 
     @property
     def growth_ratio(self) -> float:
@@ -99,6 +113,7 @@ class ConversationCost:
 
     def as_json(self) -> dict[str, Any]:
         return {"system": self.system, "turns": self.turns, "turn_bytes": self.turn_bytes,
+                "large_bytes": self.large_bytes,
                 "grown_bytes": self.grown_bytes, "visit_ms": self.visit_ms, "note": self.note}
 
 
@@ -124,7 +139,7 @@ def visit_intervals_ms(run_id: UUID) -> list[float]:
 
 
 def measure(turns: int, turn_bytes: int, env: dict[str, str], account: Any, log_dir: Path,
-            timeout: float) -> tuple[ConversationCost, UUID]:
+            timeout: float, large_bytes: int = 0, system: str = "durable") -> tuple[ConversationCost, UUID]:
     """One run of `turns` visits through one real worker: what the database grew by, each visit's time."""
     from durable import services
     from durable.engine.states import RunStatus
@@ -134,7 +149,8 @@ def measure(turns: int, turn_bytes: int, env: dict[str, str], account: Any, log_
     worker = WorkerProcess(env=env, name="conversation", log_path=log_dir / "conversation-worker.log").start()
     try:
         before = database_bytes()
-        run, _ = services.start_run(workflow=WORKFLOW, input={"turns": turns, "turn_bytes": turn_bytes},
+        run, _ = services.start_run(workflow=WORKFLOW, input={"turns": turns, "turn_bytes": turn_bytes,
+                                                              "large_bytes": large_bytes},
                                     business_key=f"bench-conversation-{time.time_ns()}", user=account)
         deadline = time.monotonic() + timeout
         while (status := Run.objects.values_list("status", flat=True).get(id=run.id)) != RunStatus.SUCCEEDED:
@@ -144,7 +160,8 @@ def measure(turns: int, turn_bytes: int, env: dict[str, str], account: Any, log_
         grown = database_bytes() - before
     finally:
         worker.stop()
-    return ConversationCost("durable", turns, turn_bytes, grown, visit_intervals_ms(run.id)), run.id
+    cost = ConversationCost(system, turns, turn_bytes, grown, visit_intervals_ms(run.id), large_bytes=large_bytes)
+    return cost, run.id
 
 
 conversation_workflow()

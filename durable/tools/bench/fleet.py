@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +36,16 @@ from durable.models import Run
 from durable.runtime import dispatch
 from durable.tools.bench.agents import CALLS, agents_workflow, expected_calls
 from durable.tools.bench.compare import DURABLE
+from durable.tools.bench.cpu import process_cpu_seconds
 from durable.tools.bench.figures import AgentsResult
 from durable.tools.bench.model_server import Calls, ModelServer
 from durable.tools.bench.peaks import Peaks
 from durable.tools.processes import WorkerProcess, database_url
-from durable.tools.workload import delete_runs, retire, scope_env, tool_account, wait_for_runs
+from durable.tools.workload import delete_runs, retire, scope_env, tool_account
 
 MARGIN_CONNECTIONS = 10  # left free for the other clients of the server
 OVERHEAD_CONNECTIONS = 3  # a worker's own beside its runs' (the heartbeat's, the sweeper's, the main thread's)
+POLL_SECONDS = 0.25  # how often the benchmark looks whether every run SUCCEEDED (the clock stops at finished_at)
 REFUSED = "too many clients"  # Postgres' FATAL when its connections ran out
 
 
@@ -164,6 +167,9 @@ class Outcome:
     seconds: float
     calls: Calls
     peaks: Peaks
+    server_cpu_seconds: float = 0.0  # the fake model server's, while the runs ran
+    bench_cpu_seconds: float = 0.0  # the benchmark's whole process (the server, the sampler, the enqueue, polls)
+    clock: float = 0.0  # time.monotonic() as the clock started (the fake server's arrivals are on that clock)
 
 
 def run_fleet(workflow: str, runs: int, call_ms: float, fleet: Fleet, timeout: float, *, name: str,
@@ -194,11 +200,13 @@ def run_fleet(workflow: str, runs: int, call_ms: float, fleet: Fleet, timeout: f
                 for worker in workers:
                     worker.start()
                 with Peaks(database_url(), pids=lambda: [w.pid for w in workers], own_backends=own) as peaks:
-                    started = timezone.now()
+                    server_cpu, bench_cpu = model.cpu_seconds(), process_cpu_seconds() or 0.0
+                    started, clock = timezone.now(), time.monotonic()
                     for run_id in run_ids:
                         dispatch.enqueue(run_id)
-                    unfinished = wait_for_runs(run_ids, until={RunStatus.SUCCEEDED}, timeout=timeout,
-                                               tick=_stop_if_refused(peaks, watch, workers))
+                    unfinished = wait_until_succeeded(account, run_ids, timeout, _stop_if_refused(peaks, watch, workers))
+                    server_cpu = model.cpu_seconds() - server_cpu
+                    bench_cpu = (process_cpu_seconds() or 0.0) - bench_cpu
             except Stopped as stopped:
                 raise Stopped(f"{stopped}; runs: {statuses(run_ids)}; {_calls_said(model.calls(), run_ids)}") from None
             finally:
@@ -210,12 +218,25 @@ def run_fleet(workflow: str, runs: int, call_ms: float, fleet: Fleet, timeout: f
                               f"{statuses(run_ids)}; {_calls_said(calls, run_ids)} (worker logs: "
                               f"{settings.VAR_DIR / 'logs'}/{name}-worker-*.log)")
         newest = Run.objects.filter(id__in=run_ids).aggregate(newest=Max("finished_at"))["newest"]
-        return Outcome(run_ids, (newest - started).total_seconds(), calls, peaks)
+        return Outcome(run_ids, (newest - started).total_seconds(), calls, peaks, server_cpu, bench_cpu,
+                       clock)
     finally:
         retire(account)
         if not keep:
             delete_runs(run_ids)
             account.delete()
+
+
+def wait_until_succeeded(account: Any, run_ids: list[UUID], timeout: float, tick: Callable[[], None]) -> int:
+    """Poll until every run SUCCEEDED, or the timeout; returns how many did not. It asks by the runs' account
+    (an index) every POLL_SECONDS: a poll naming thousands of run ids cost the benchmark's process and Postgres
+    more CPU than the fake model server serving every call."""
+    deadline = time.monotonic() + timeout
+    waiting = Run.objects.filter(created_by=account).exclude(status=RunStatus.SUCCEEDED)
+    while waiting.exists() and time.monotonic() < deadline:
+        tick()
+        time.sleep(POLL_SECONDS)
+    return Run.objects.filter(id__in=run_ids).exclude(status=RunStatus.SUCCEEDED).count()
 
 
 def _stop_if_refused(peaks: Peaks, watch: LogWatch, workers: list[WorkerProcess]) -> Callable[[], None]:
@@ -246,7 +267,35 @@ def measure_agents(runs: int, call_ms: float, fleet: Fleet, timeout: float, keep
                         server_connections=done.peaks.server_connections,
                         max_connections=done.peaks.max_connections, rss_mb=done.peaks.rss_mb, made=done.calls.total,
                         duplicates=done.calls.duplicates, missing=done.calls.missing(expected),
-                        detail=fleet.describe())
+                        detail=f"{fleet.describe()}; {cpu_said(done, runs * CALLS)}; {pace_said(done)}")
+
+
+def cpu_said(done: Outcome, steps: int) -> str:
+    """The CPU the workers and the fake server used, in all and per step (less noisy than the wall time)."""
+    def each(seconds: float) -> str:
+        return f"{seconds:.1f} s ({seconds / steps * 1000:.2f} ms a step)"
+
+    return (f"CPU: workers {each(done.peaks.cpu_seconds)}, Postgres backends {each(done.peaks.backend_cpu_seconds)}, "
+            f"the benchmark's process {each(done.bench_cpu_seconds)}, of which the fake model server "
+            f"{each(done.server_cpu_seconds)}")
+
+
+def pace_said(done: Outcome) -> str:
+    """When the runs made their first call (their start: enqueue, claim, first step), and how long after one
+    call of a run its next one came (a step's own cost and its wait for the CPU, beside the call itself)."""
+    first = done.calls.first_arrival
+    starts = sorted(at - done.clock for (_run, step), at in first.items() if step == 1)
+    gaps = sorted(at - first[(run, step - 1)] for (run, step), at in first.items() if (run, step - 1) in first)
+    if not starts or not gaps:
+        return "no calls"
+    return (f"first calls {_quantiles(starts)} s after the clock, each next call of a run {_quantiles(gaps)} s "
+            "after its last")
+
+
+def _quantiles(values: list[float]) -> str:
+    """p50 / p90 / max of sorted values."""
+    p50, p90 = values[len(values) // 2], values[min(len(values) - 1, len(values) * 9 // 10)]
+    return f"p50 {p50:.1f} / p90 {p90:.1f} / max {values[-1]:.1f}"
 
 
 def default_worker_runs(runs: int, workers: int) -> int:

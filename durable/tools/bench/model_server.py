@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 MAX_HEAD_BYTES = 16384
 
@@ -29,6 +30,7 @@ class Calls:
     arrivals: list[float]
     peak_in_flight: int
     sent: list[float] = field(default_factory=list)  # the callers' own clock as each call went out (X-Sent-At)
+    first_arrival: dict[tuple[str, int], float] = field(default_factory=dict)  # per (run, step), monotonic
 
     @property
     def total(self) -> int:
@@ -52,6 +54,7 @@ class ModelServer:
         self.host = host
         self.port = 0
         self._per_call: Counter[tuple[str, int]] = Counter()
+        self._first_arrival: dict[tuple[str, int], float] = {}
         self._arrivals: list[float] = []
         self._sent: list[float] = []
         self._in_flight = 0
@@ -85,16 +88,25 @@ class ModelServer:
         future = asyncio.run_coroutine_threadsafe(self._snapshot(), self._loop)
         return future.result(10)
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server's thread has used so far (what the harness costs the machine beside the workers)."""
+        from durable.tools.bench.cpu import process_cpu_seconds
+
+        tid = self._thread.native_id
+        return (process_cpu_seconds(f"self/task/{tid}") or 0.0) if tid else 0.0
+
     def reset(self) -> None:
         """Forget what it was asked (between repeats)."""
         if self._loop is not None:
             asyncio.run_coroutine_threadsafe(self._forget(), self._loop).result(10)
 
     async def _snapshot(self) -> Calls:
-        return Calls(Counter(self._per_call), list(self._arrivals), self._peak, list(self._sent))
+        return Calls(Counter(self._per_call), list(self._arrivals), self._peak, list(self._sent),
+                     dict(self._first_arrival))
 
     async def _forget(self) -> None:
         self._per_call.clear()
+        self._first_arrival.clear()
         self._arrivals.clear()
         self._sent.clear()
         self._peak = self._in_flight
@@ -154,6 +166,7 @@ class ModelServer:
         except (KeyError, ValueError):
             return "400 Bad Request", {"error": "GET /model?run=<id>&step=<n>"}
         self._per_call[(run, step)] += 1
+        self._first_arrival.setdefault((run, step), arrived)
         self._arrivals.append(arrived)
         if sent:
             try:
@@ -197,6 +210,49 @@ def thread_client(timeout: float) -> Any:
         client = _local.client = httpx.Client(timeout=timeout, verify=_shared_tls(),
                                               transport=httpx.HTTPTransport(retries=0, verify=_shared_tls()))
     return client
+
+
+CLIENT = "DURABLE_BENCH_CLIENT"  # how the workflows call the fake server: "http.client" (the default) or "httpx"
+
+
+def ask(url: str, run: str, step: int, timeout: float, *, sent_at: float | None = None) -> dict[str, Any]:
+    """One call to the fake model: GET /model?run=..&step=.., its JSON answer; raises on an error status.
+
+    Through this thread's keep-alive connection of the stdlib's http.client by default: 0.2 ms of CPU a call
+    where an httpx client of the thread's own took 0.8 ms and one httpx client shared by the threads 5 ms
+    (its connection pool, measured with 200 threads: docs/benchmarks-log.md). The benchmark measures the
+    engine, not a client library; `DURABLE_BENCH_CLIENT=httpx` measures with httpx (a client per thread).
+    No retries either way (invariant 6: the activity layer owns them)."""
+    headers = {} if sent_at is None else {"X-Sent-At": repr(sent_at)}
+    if os.environ.get(CLIENT, "http.client") == "httpx":
+        response = thread_client(timeout).get(f"{url}/model", params={"run": run, "step": step}, headers=headers)
+        response.raise_for_status()
+        answer: dict[str, Any] = response.json()
+        return answer
+    return _ask_stdlib(url, f"/model?{urlencode({'run': run, 'step': step})}", headers, timeout)
+
+
+def _ask_stdlib(url: str, target: str, headers: dict[str, str], timeout: float) -> dict[str, Any]:
+    import http.client
+
+    connections: dict[str, http.client.HTTPConnection] = _local.__dict__.setdefault("connections", {})
+    conn = connections.get(url)
+    if conn is None:
+        parts = urlsplit(url)
+        conn = connections[url] = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
+                                                             timeout=timeout)
+    try:
+        conn.request("GET", target, headers=headers)
+        response = conn.getresponse()
+        body = response.read()
+    except BaseException:
+        conn.close()  # a connection left mid-exchange is not reused: the next call opens a new one
+        del connections[url]
+        raise
+    if response.status >= 400:
+        raise RuntimeError(f"the fake model answered {response.status}: {body[:200]!r}")
+    answer: dict[str, Any] = json.loads(body)
+    return answer
 
 
 def async_client(timeout: float) -> Any:

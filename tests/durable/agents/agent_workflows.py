@@ -165,3 +165,35 @@ def build_workflow(durable_agent: DurableAgent[Deps, str]) -> Workflow:
 
 test_agent = build_agent()
 test_agent_workflow = register(build_workflow(test_agent))
+
+
+class ThoughtInput(AgentInput):
+    pause_from_step: bool = False  # `think` asks its own run's pause, as an operator would while it runs
+
+
+class ThoughtState(ThoughtInput):
+    answer: str | None = None
+
+
+AFTER_THOUGHT = "test-agent-after-thought"
+after_thought = register(Workflow(
+    name=AFTER_THOUGHT, version=1, state=ThoughtState, input=ThoughtInput, prompt_release=test_agent.prompt_release,
+    tool_catalog_version=test_agent.tool_catalog_version, model_policy_version="test",
+    pinned=("prompt_release", "tool_catalog_version"), on_active_business_key=OnActiveBusinessKey.START_ANOTHER))
+
+
+@after_thought.step
+def think(ctx: Any, state: ThoughtState) -> ThoughtState:
+    """A step that makes no call: the boundary after it does not look whether a pause was asked."""
+    from durable import pauses
+
+    if state.pause_from_step:
+        pauses.pause_run(run_id=ctx.run_id, user=None, source="command", reason="asked while it thought")
+    return state
+
+
+@after_thought.step
+def answer(ctx: Any, state: ThoughtState) -> ThoughtState:
+    """The agent's first model request is the step's first call."""
+    state.answer = test_agent.run(ctx, f"scenario: {state.scenario}", deps=Deps(state.order_id)).output
+    return state

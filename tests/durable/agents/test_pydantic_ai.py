@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from durable import services
+from durable import pauses, services
 from durable.agents.pydantic_ai import MODEL_ACTIVITY, usage_of
 from durable.engine.ledger import OperationStatus as Op
 from durable.engine.states import RunStatus
@@ -234,6 +234,18 @@ def test_a_changed_system_prompt_blocks_a_run_paused_under_the_old_one(model_cal
     assert (run.status, run.error["kind"]) == (RunStatus.BLOCKED_VERSION, "release_changed")
     assert "prompt_release" in run.error["message"] and aw.test_agent.prompt_release in run.error["message"]
     assert effects(sandbox, "payments") == 0 and model_calls() == 2
+
+
+def test_a_pause_asked_after_a_step_that_made_no_call_stops_the_agent_before_its_first_model_request(model_calls):
+    run, _ = services.start_run(workflow=aw.AFTER_THOUGHT, business_key="ORD-1004",
+                                input={"order_id": "ORD-1004", "scenario": "lookups", "pause_from_step": True})
+    run = advance(run)  # `think` asks the pause; the agent's first model request finds it and is not sent
+    assert (run.status, run.current_step, run.checkpoint_seq) == (RunStatus.PAUSED, "answer", 1)
+    assert model_calls() == 0 and not JournalEntry.objects.filter(run=run, visit=1).exists()
+    pauses.resume_run(run_id=run.id, user=None, source="command", reason="go on")
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert model_calls() == 2 and run.output["answer"].startswith("done")  # asked once each, after the resume
 
 
 # -- errors and retries ------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from durable.engine.errors import NonRetryableError
 from durable.engine.states import RunStatus
 from durable.engine.streams import (
     MAX_CHUNK_BYTES,
+    NOTIFY,
+    POLL,
     Chunk,
     checked_data,
     end_frame,
@@ -19,6 +21,7 @@ from durable.engine.streams import (
     frame,
     kind_of,
     last_event_id,
+    transport_of,
 )
 
 
@@ -74,3 +77,9 @@ def test_last_event_id_is_the_header_or_else_the_parameter_and_a_whole_number():
 def test_a_follower_follows_a_run_queued_or_running_and_stops_once_it_waits_or_ended():
     assert {status for status in RunStatus if follows(status)} == {RunStatus.PENDING, RunStatus.RUNNING}
     assert not follows("")  # a run gone
+
+
+def test_the_transport_is_notify_only_when_asked_for_on_postgres_else_poll():
+    assert transport_of("notify", "postgresql") == NOTIFY
+    assert transport_of("auto", "postgresql") == transport_of("poll", "postgresql") == POLL
+    assert {transport_of(setting, "sqlite") for setting in ("auto", "poll", "notify")} == {POLL}

@@ -84,6 +84,38 @@ def test_a_call_whose_lease_is_taken_meanwhile_ends_in_lease_lost_and_its_outcom
     assert not JournalEntry.objects.filter(run=run).exists()  # nothing of the call was recorded
 
 
+def test_a_call_in_flight_is_abandoned_at_once_when_the_lease_is_lost_and_a_call_after_never_leaves(claimed):
+    import threading
+
+    db, lease, run = claimed
+    release, started, calls = threading.Event(), threading.Event(), []
+
+    def slow_call():
+        calls.append("out")
+        started.set()
+        release.wait(30)  # still in flight when its step gives up on it
+        return "answer"
+
+    with pytest.raises(LeaseLost, match="taken while a call was in flight"):
+        with lease_kept(db, lease) as beat:
+            threading.Timer(0.05, lambda: (started.wait(5), take_over(run))).start()
+            beat.call(slow_call)  # the heartbeat's next look (within WATCH_SECONDS) finds the lease taken
+    assert not release.is_set() and calls == ["out"]
+    with pytest.raises(LeaseLost, match="no longer holds"):
+        beat.call(calls.append, "again")  # found lost: nothing more leaves
+    release.set()
+    assert calls == ["out"]
+
+
+def test_a_call_answers_or_raises_through_its_call_thread(claimed):
+    db, lease, _run = claimed
+    with lease_kept(db, lease) as beat:
+        assert beat.call(lambda a, b=0: a + b, 2, b=3) == 5
+        with pytest.raises(ZeroDivisionError):
+            beat.call(lambda: 1 / 0)
+        assert beat.call(str, 7) == "7"  # the call threads serve the next call after an error
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_call_starts_only_on_a_lease_that_covers_its_timeout(claimed, settings):
     db, lease, run = claimed

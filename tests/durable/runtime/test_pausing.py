@@ -1,6 +1,7 @@
 """When the worker looks whether the run it holds was asked to pause (durable/runtime/pausing.py): at the claim,
-after a step that made a call, before a step that declares side effects; a run of steps that only compute asks
-nothing per step. Counted in queries, in this process (the real-worker proof is test_pausing_worker.py)."""
+after a step that made a call, before a step that declares side effects, and before the first call of a visit after
+a boundary that did not look; a run of steps that only compute asks nothing per step, a run of steps that make calls
+nothing more. Counted in queries, in this process (the real-worker proof is test_pausing_worker.py)."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from durable import pauses, services
 from durable.engine.states import RunStatus
-from durable.models import Run
+from durable.models import JournalEntry, Run
 from durable.runtime import executor
 from tests.durable.workflows import calls_in
 
@@ -52,3 +53,42 @@ def test_a_run_asked_to_pause_while_it_waited_pauses_when_claimed_before_any_ste
     outcome = executor.advance(run.id)
     run.refresh_from_db()
     assert (outcome.steps, run.status, run.lease_owner, calls_in(calls)) == (0, RunStatus.PAUSED, None, [])
+
+
+def test_a_step_that_calls_after_a_step_that_made_no_call_looks_once_before_its_first_call(tmp_path):
+    calls = tmp_path / "calls"
+    run, _ = services.start_run(workflow="test-pause-gap", input={"calls_file": str(calls), "parallel": True},
+                                business_key="no-pause")
+    with CaptureQueriesContext(connection) as queries:
+        outcome = executor.advance(run.id)
+    assert outcome.steps == 2 and sorted(calls_in(calls)) == ["a1", "a2"]
+    assert looks(queries) == 1  # before a1 and a2 leave; the claim looked before `think`
+
+
+def test_a_boundary_that_looked_by_the_clock_spares_the_first_call_its_look(tmp_path, settings):
+    settings.DURABLE_PAUSE_LOOK_SECONDS = 0  # every boundary looks
+    calls = tmp_path / "calls"
+    run, _ = services.start_run(workflow="test-pause-gap", input={"calls_file": str(calls)}, business_key="clock")
+    with CaptureQueriesContext(connection) as queries:
+        executor.advance(run.id)
+    assert calls_in(calls) == ["a1"] and looks(queries) == 1  # at the boundary after `think`, none before a1
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["activity", "parallel"])
+def test_a_pause_asked_after_the_last_look_stops_the_next_visit_before_its_first_call_leaves(tmp_path, parallel):
+    calls = tmp_path / "calls"
+    run, _ = services.start_run(workflow="test-pause-gap", business_key=f"gap-{parallel}",
+                                input={"calls_file": str(calls), "parallel": parallel, "pause_from_step": True})
+    outcome = executor.advance(run.id)  # `think` asks the pause, as an operator would while it runs
+    run.refresh_from_db()
+    assert (outcome.steps, run.status, run.current_step, run.checkpoint_seq, run.lease_owner) == (
+        1, RunStatus.PAUSED, "ask", 1, None)
+    assert calls_in(calls) == []  # nothing sent
+    assert not JournalEntry.objects.filter(run=run, visit=1).exists()  # nothing of the unwound visit written
+
+    pauses.resume_run(run_id=run.id, user=None, source="command", reason="go on")
+    executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert sorted(calls_in(calls)) == (["a1", "a2"] if parallel else ["a1"])  # each sent once, on resume
+    assert run.output["answers"] == (["a1-result", "a2-result"] if parallel else ["a1-result"])

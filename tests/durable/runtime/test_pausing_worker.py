@@ -1,7 +1,11 @@
 """Pause and resume with real worker processes (issue 39, "Proof"): a run paused while a call is in flight records
 that call, makes no call after the step boundary, and resumes where it stopped after the worker was restarted; a
-waiting run paused stays parked when its event arrives, and takes it up once resumed."""
+run paused while a step that makes no call runs sends nothing from the next step (an activity, a ctx.parallel
+group) and sends it once resumed; a waiting run paused stays parked when its event arrives, and takes it up once
+resumed."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +57,31 @@ def test_a_run_paused_mid_call_records_the_call_stops_at_the_boundary_and_resume
         "action", "status_before", "status_after", "reason"))
     assert audit == [("pause", "RUNNING", "RUNNING", "prompt v3 is wrong"),
                      ("resume", "PAUSED", "PENDING", "prompt fixed")]
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["activity", "parallel"])
+def test_a_pause_committed_after_a_step_that_made_no_call_stops_the_next_step_before_its_call_is_sent(
+        own_queue, tmp_path, worker_log_dir, parallel):
+    calls, hold = tmp_path / "calls", tmp_path / "hold"
+    hold.touch()  # step `think` (no call) holds until this file goes; step `ask` then calls a1 (and a2)
+    # No boundary looks by the clock: the pause can only be seen before `ask`'s first call leaves.
+    env = {**SWEEPING, "DURABLE_PAUSE_LOOK_SECONDS": "3600"}
+    name = f"pause-gap-{'parallel' if parallel else 'activity'}"
+    with WorkerProcess(env=env, log_path=worker_log_dir / f"{name}.log", name=name):
+        run, _ = services.start_run(workflow="test-pause-gap", business_key=name,
+                                    input={"calls_file": str(calls), "hold_file": str(hold), "parallel": parallel})
+        wait_for(lambda: Path(f"{hold}.reached").exists(), what="step `think` to run")
+        asked = pauses.pause_run(run_id=run.id, user=None, source="api", reason="the tool is wrong")
+        assert asked.status == RunStatus.RUNNING and asked.pause_requested_at is not None
+        hold.unlink()  # `think` ends, its checkpoint is written, `ask` starts
+        wait_for(lambda: status_of(run.id) == RunStatus.PAUSED, what="the run to pause before `ask` calls")
+        run.refresh_from_db()
+        assert (run.current_step, run.checkpoint_seq, run.lease_owner) == ("ask", 1, None)
+        assert calls_in(calls) == []  # the downstream was never called
+        pauses.resume_run(run_id=run.id, user=None, source="api", reason="the tool is fixed")
+        run = ended(run)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert sorted(calls_in(calls)) == (["a1", "a2"] if parallel else ["a1"])  # each sent once, after the resume
 
 
 def test_a_waiting_run_paused_stays_parked_when_its_event_arrives_and_takes_it_once_resumed(

@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection, connections
 from django.utils import timezone
 
 from durable import services
 from durable.engine.states import RunStatus
+from durable.engine.streams import CHANNEL
 from durable.models import JournalEntry, Run, StreamChunk
 from durable.runtime import stream
 from durable.runtime.sweeper import sweep_all
@@ -49,3 +51,23 @@ def test_a_chunk_under_a_kind_that_is_no_event_name_fails_the_run_without_retry_
     assert run.status == RunStatus.FAILED
     assert "not a stream event name" in str(run.error)
     assert not StreamChunk.objects.filter(run=run).exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is Postgres'")
+@pytest.mark.parametrize("transport", ["notify", "auto", "poll"])
+@pytest.mark.django_db(transaction=True)  # a NOTIFY is delivered once its transaction commits
+def test_under_notify_each_chunk_notifies_the_channel_with_its_run_id_and_otherwise_none(settings, transport):
+    settings.DURABLE_STREAM_TRANSPORT = transport
+    listener = connections.create_connection("default")
+    try:
+        with listener.cursor() as cursor:
+            cursor.execute(f"LISTEN {CHANNEL}")
+        run = streamed(parts=2)
+        heard = [(n.channel, n.payload) for n in listener.connection.notifies(timeout=0.5)]
+        chunks = StreamChunk.objects.filter(run=run).count()
+        assert heard == ([(CHANNEL, str(run.id))] * chunks if transport == "notify" else [])
+        assert list(StreamChunk.objects.filter(run=run).values_list("data", flat=True))[:2] == ["part 0 ", "part 1 "]
+    finally:
+        with listener.cursor() as cursor:
+            cursor.execute("UNLISTEN *")
+        listener.close()

@@ -1,14 +1,12 @@
 """Following a run's stream while a real worker runs it (issue 39, "Proof"): a client that disconnects mid-stream
 and reconnects with Last-Event-ID, across the run's wait for an event and its end, receives every chunk the run
-published, once each, in order."""
+published, once each, in order; under each transport (DURABLE_STREAM_TRANSPORT: poll, and notify on Postgres)."""
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client, override_settings
 
 from durable import send_event, services
@@ -18,29 +16,24 @@ from durable.roles import OPERATOR
 from durable.runtime.dispatch import drop_queue
 from durable.tools.processes import WorkerProcess
 from tests.conftest import user_with_roles
-from tests.durable.stream_workflows import NAME
+from tests.durable.stream_workflows import NAME, received
 from tests.waiting import status_of, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def worker(worker_log_dir, settings):
+@pytest.fixture(params=["poll", pytest.param("notify", marks=pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="LISTEN/NOTIFY is Postgres'"))])
+def worker(request, worker_log_dir, settings):
+    """A worker publishing under each transport, this process's hub following under the same."""
     settings.CELERY_TASK_DEFAULT_QUEUE = queue = f"durable-test-stream-{uuid.uuid4().hex[:8]}"
-    process = WorkerProcess(log_path=worker_log_dir / "stream.log", name="stream").start()
+    settings.DURABLE_STREAM_TRANSPORT = request.param
+    process = WorkerProcess(log_path=worker_log_dir / "stream.log", name="stream",
+                            env={"DURABLE_STREAM_TRANSPORT": request.param}).start()
     yield process
     process.stop()
     with override_settings(CELERY_TASK_DEFAULT_QUEUE=queue):
         drop_queue(queue)
-
-
-def received(response: Any) -> Iterator[dict[str, Any]]:
-    """The response's SSE events as they come, each as {id, event, data}."""
-    for piece in response.streaming_content:
-        for block in piece.decode().split("\n\n"):
-            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and line[0] != ":")
-            if "event" in fields:
-                yield {"id": fields.get("id"), "event": fields["event"], "data": json.loads(fields["data"])}
 
 
 def test_a_client_that_disconnects_and_reconnects_with_last_event_id_misses_nothing(worker):

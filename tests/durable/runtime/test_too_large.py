@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from durable import OnActiveBusinessKey, Workflow, register, services
 from durable.engine.states import RunStatus
-from durable.models import JournalEntry
+from durable.models import JournalEntry, StoredValue
 from tests.durable.claims import advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,9 +50,11 @@ def test_a_value_over_the_limit_fails_the_run_naming_it_and_its_size(settings, w
     assert run.error["message"].startswith(f"{what} weighs about 2.5 MB as JSON, over the limit of 1.0 MB")
     assert not JournalEntry.objects.filter(run=run, kind="activity").exists()  # nothing was recorded
     assert run.checkpoints.count() == 1  # the start's: the step wrote nothing
+    assert not StoredValue.objects.exists()  # nor stored a large value apart (DURABLE_LARGE_VALUE_BYTES)
 
 
 def test_a_value_under_the_limit_is_stored(settings):
     settings.DURABLE_MAX_VALUE_BYTES = 1_000_000
     run, _ = services.start_run(workflow="test-too-large", business_key="small", input={"size": 900_000})
     assert advance(run).status == RunStatus.SUCCEEDED
+    assert list(StoredValue.objects.values_list("size", flat=True)) == [900_002]  # its text, stored apart once

@@ -10,7 +10,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import SpanKind, StatusCode
 
 from approvals.models import ApprovalRequest
-from durable import services, tracing
+from durable import forks, services, tracing
 from durable.engine.errors import AwaitingApproval
 from durable.engine.states import RunStatus
 from durable.models import Run, SideEffect
@@ -131,6 +131,33 @@ def test_a_side_effect_entered_again_after_a_crash_says_it_was_recorded_and_noth
     assert (again.attributes["durable.operation_id"], again.attributes["durable.side_effect.outcome"],
             again.attributes["durable.side_effect.sent"]) == (operation, "recorded", False)
     assert len(probe.calls) == 1
+
+
+def test_a_forks_side_effect_spans_carry_the_operation_id_its_family_uses_in_the_ledger(traces, tmp_path):
+    run, _ = services.start_run(workflow="test-ledger-probe", input={"business_key": "B-8"}, business_key="B-8")
+    together, _ = services.start_run(workflow="test-parallel", input={
+        "calls_file": str(tmp_path / "calls"), "delays": [0.0, 0.0], "effect": True}, business_key="P-8")
+    forked = []
+    for origin in (run, together):
+        executor.advance(origin.id)
+        forked.append(forks.fork_run(run_id=origin.id, seq=0, reason="again", user=None, source="api"))
+        executor.advance(forked[-1].id)  # its side effect was done in the origin: answered from there, not sent
+    tree = traces.tree()
+    for origin, fork, span in ((run, forked[0], "side_effect charge"), (together, forked[1], "side_effect charge")):
+        operation = SideEffect.objects.get(run=origin).operation_id
+        [in_fork] = tree.named(span, **{"durable.run_id": str(fork.id)})
+        assert (in_fork.attributes["durable.operation_id"], in_fork.attributes["durable.side_effect.outcome"],
+                in_fork.attributes["durable.side_effect.sent"]) == (operation, "recorded", False)
+    assert len(probe.calls) == 2  # one charge per origin, none from a fork
+
+
+def test_a_visit_unwound_by_a_pause_before_its_first_call_says_paused_and_called_nothing(traces, tmp_path):
+    run, _ = services.start_run(workflow="test-pause-gap", business_key="traced-pause",
+                                input={"calls_file": str(tmp_path / "calls"), "pause_from_step": True})
+    executor.advance(run.id)
+    ask = traces.tree().one("step ask")
+    assert ask.attributes["durable.step.outcome"] == "paused" and ask.status.status_code == StatusCode.UNSET
+    assert not traces.tree().children(ask)  # no activity span: nothing was called
 
 
 def test_a_worker_task_sent_from_another_trace_goes_under_the_run_and_links_the_message(traces):

@@ -3,8 +3,8 @@
 Each process launches DBOS on the benchmark's Postgres (system tables in a schema of their own, a pool of
 `--pool-size` connections) and registers the queue `bench-agents` with `worker_concurrency` = `--worker-runs`
 and a 0.1 s polling interval (DBOS' default is 1 s). A workflow makes `--calls` model calls, each a
-`@DBOS.step` calling the fake model server with httpx (a client per thread, as durable's workers have; the
-step's retries off, as DBOS' default is). On `go`
+`@DBOS.step` calling the fake model server through the client durable's runs call with (model_server.ask: a
+keep-alive connection per thread; the step's retries off, as DBOS' default is). On `go`
 the first process enqueues every workflow (ids `prefix-i`) and watches the queue until each has ended; it
 reports the latest `updated_at` of a finished workflow as the finish.
 """
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from durable.tools.bench.compare import DBOS
-from durable.tools.bench.model_server import thread_client
+from durable.tools.bench.model_server import ask as ask_model
 from durable.tools.bench.peers import reset_schema
 from durable.tools.bench.peers.agents import AGENT_RUNNERS, runner_main
 
@@ -29,10 +29,7 @@ def run(args: Any, wait_for_go: Callable[[], float]) -> dict[str, Any] | None:
 
     @DBOS.step()
     def ask(run_id: str, step: int) -> dict[str, Any]:
-        response = thread_client(CALL_TIMEOUT_SECONDS).get(f"{args.model_url}/model", params={"run": run_id, "step": step})
-        response.raise_for_status()
-        answer: dict[str, Any] = response.json()
-        return answer
+        return ask_model(args.model_url, run_id, step, CALL_TIMEOUT_SECONDS)  # the client durable's runs call with
 
     @DBOS.workflow()
     def agent(run_id: str, calls: int) -> int:

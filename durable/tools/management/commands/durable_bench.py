@@ -129,6 +129,9 @@ class Command(BaseCommand):
                                  "--turn-bytes of text to a list: the database's growth and the last visits' time "
                                  "beside the first's (with --compare: on LangGraph and DBOS too)")
         parser.add_argument("--turn-bytes", type=int, default=4000, help="with --conversation: what a turn appends")
+        parser.add_argument("--large-bytes", type=int, default=0,
+                            help="with --conversation: each turn also appends the same tool result of this many "
+                                 "bytes (a recorded activity); measured with large values stored once and inline")
         parser.add_argument("--schedules", type=int, default=0, metavar="N",
                             help="N schedules, one fire time each: how late each one's run starts (p50, p99)")
         parser.add_argument("--schedules-per-second", type=float, default=5.0,
@@ -203,7 +206,8 @@ class Command(BaseCommand):
                 self._stream(options["stream"])
                 return
             if options["conversation"]:
-                self._conversation(options["conversation"], options["turn_bytes"], comparing, timeout, keep)
+                self._conversation(options["conversation"], options["turn_bytes"], comparing, timeout, keep,
+                                   options["large_bytes"])
                 return
             if options["schedules"] > 0:
                 self._schedules(options["schedules"], options["schedules_per_second"], timeout, keep)
@@ -338,7 +342,8 @@ class Command(BaseCommand):
         self.stdout.write(f"durable_bench --stream {runs}: database {connection.vendor}, broker "
                           f"{settings.CELERY_BROKER_URL.split('://')[0]}")
         self._lines(stream.measure(runs, logs).lines())
-    def _conversation(self, turns: int, turn_bytes: int, comparing: bool, timeout: float, keep: bool) -> None:
+    def _conversation(self, turns: int, turn_bytes: int, comparing: bool, timeout: float, keep: bool,
+                      large_bytes: int = 0) -> None:
         from durable.tools.bench import conversation
         from durable.tools.bench.peers.conversation import run_conversation_peer
 
@@ -348,6 +353,9 @@ class Command(BaseCommand):
         env, logs = _worker_env(account, "durable.tools.bench.conversation")
         self.stdout.write(f"durable_bench --conversation {turns} --turn-bytes {turn_bytes}: one run, one real worker, "
                           f"database {connection.vendor}; the conversation is {turns * turn_bytes / 1e6:.2f} MB")
+        if large_bytes:
+            self._conversation_large(turns, turn_bytes, large_bytes, (account, env, logs), timeout, keep)
+            return
         try:
             cost, _ = conversation.measure(turns, turn_bytes, env, account, logs, timeout)
         finally:
@@ -358,6 +366,25 @@ class Command(BaseCommand):
         if comparing:
             for system in (compare.LANGGRAPH, compare.DBOS):
                 self.stdout.write(run_conversation_peer(system, turns, turn_bytes, database_url(), timeout).line())
+
+    def _conversation_large(self, turns: int, turn_bytes: int, large_bytes: int, worker: tuple[Any, dict[str, str], Path],
+                            timeout: float, keep: bool) -> None:
+        """The conversation whose turns each carry the same tool result of `large_bytes`: stored once, then inline."""
+        from durable.tools.bench import conversation
+
+        account, env, logs = worker
+        self.stdout.write(f"  each turn also carries the same tool result of {large_bytes / 1e3:,.0f} KB (a recorded "
+                          f"activity, appended to the conversation)")
+        try:
+            for system, threshold in (("durable, stored once", None), ("durable, inline (0)", "0")):
+                worker_env = env if threshold is None else {**env, "DURABLE_LARGE_VALUE_BYTES": threshold}
+                cost, _ = conversation.measure(turns, turn_bytes, worker_env, account, logs, timeout,
+                                               large_bytes=large_bytes, system=system)
+                self.stdout.write(cost.line())
+        finally:
+            retire(account)
+            if not keep:
+                delete_runs(list(Run.objects.filter(created_by=account).values_list("id", flat=True)))
 
     def _recovery(self, kills: int, keep: bool) -> None:
         from durable.tools.bench import recovery

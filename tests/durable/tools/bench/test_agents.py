@@ -26,6 +26,9 @@ def test_agents_run_on_a_real_worker_print_one_line_make_every_call_once_and_lea
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and re.match(LINE, out[0]), out
     assert "; pool threads, 10 runs in flight per worker, a connection" in out[0]
+    cpu = re.search(r"CPU: workers (\d+\.\d) s \(\d+\.\d\d ms a step\), Postgres backends \d+\.\d s .*, the "
+                    r"benchmark's process \d+\.\d s \(.*\), of which the fake model server \d+\.\d s", out[0])
+    assert cpu and float(cpu[1]) > 0, out[0]  # the worker's own CPU, read from /proc while the runs ran
     assert not Run.objects.exists()
 
 

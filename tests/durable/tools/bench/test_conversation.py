@@ -33,3 +33,16 @@ def test_the_report_puts_growth_beside_the_conversation_and_the_last_visits_besi
     assert ConversationCost("DBOS", 200, 4000, 0, [], note="not installed").line().split() == ["DBOS", "not",
                                                                                                 "installed"]
     assert turn_text(3, 50) == turn_text(3, 50) != turn_text(4, 50) and len(turn_text(3, 50)) == 50
+
+
+def test_with_large_bytes_each_visit_appends_the_same_tool_result_stored_once():
+    from durable.models import StoredValue
+
+    run, _ = services.start_run(workflow=conversation.WORKFLOW, business_key="large",
+                                input={"turns": 5, "turn_bytes": 100, "large_bytes": 70_000})
+    run = advance(run)
+    assert run.status == RunStatus.SUCCEEDED and run.output == {"turns": 5}
+    document = conversation.read_document(70_000)
+    assert state_at(run.id, 5)["messages"] == [item for n in range(5) for item in (turn_text(n, 100), document)]
+    assert list(StoredValue.objects.values_list("size", flat=True)) == [70_002]  # over 64 KB: once, as JSON text
+    assert ConversationCost("durable", 5, 100, 0, [], large_bytes=70_000).conversation_bytes == 350_500

@@ -53,3 +53,22 @@ def test_it_keeps_the_time_each_caller_says_it_sent_its_call():
         client.get(f"{server.url}/model", params={"run": "r1", "step": 2})  # a caller that does not say
         calls = server.calls()
     assert calls.sent == [1700000000.25] and len(calls.arrivals) == 2
+
+
+def test_the_workflows_ask_through_a_keep_alive_connection_of_their_thread_with_either_client(monkeypatch):
+    import pytest
+
+    from durable.tools.bench.model_server import CLIENT, ask
+
+    with ModelServer(call_ms=1) as server:
+        for client in ("http.client", "httpx"):
+            monkeypatch.setenv(CLIENT, client)
+            assert ask(server.url, "r1", 1, 5.0, sent_at=1700000000.5) == {"run": "r1", "step": 1,
+                                                                            "text": "answer 1 for r1"}
+            assert ask(server.url, "r1", 2, 5.0)["step"] == 2
+        monkeypatch.delenv(CLIENT)
+        with pytest.raises(RuntimeError, match="400"):  # an error status raises, as httpx's raise_for_status does
+            ask(server.url, "", 1, 5.0)  # no run named: refused
+        assert ask(server.url, "r2", 1, 5.0)["run"] == "r2"  # the same connection still serves
+        calls = server.calls()
+    assert calls.per_call[("r1", 1)] == 2 and calls.sent == [1700000000.5, 1700000000.5]
