@@ -112,11 +112,12 @@ WITH fenced AS (
        SET checkpoint_seq = %(seq)s, current_step = %(next_step)s, attempt = 0,
            lease_expires_at = COALESCE(%(lease_expires_at)s, lease_expires_at)
      WHERE id = %(run_id)s AND fencing_token = %(token)s AND status = 'RUNNING' AND checkpoint_seq = %(seq)s - 1
- RETURNING id
+ RETURNING id, pause_requested_at
 )
 INSERT INTO durable_checkpoint (run_id, seq, step, next_step, state, delta, base, state_schema_version, created_at)
 SELECT id, %(seq)s, %(step)s, %(next_step)s, %(state)s::jsonb, %(delta)s::jsonb, %(base)s, %(schema_version)s,
        %(now)s FROM fenced
+RETURNING (SELECT pause_requested_at IS NOT NULL FROM fenced)
 """
 
 # The same, sent while the next step runs (durable/store/in_flight.py): its parameters' types by OID.
@@ -293,11 +294,18 @@ class PostgresRunStore(RunStore):
                   "lease_expires_at": lease.renewal(now)}
         db = connections[DEFAULT_DB_ALIAS]
         if in_flight.overlapping_allowed(db):  # its result is read before the next write or call
-            in_flight.send(db, _STEP_WRITE, params, _fence_checked(lease),
+            in_flight.send(db, _STEP_WRITE, params, _step_checked(db, lease),
                            prepare=durable_settings.DURABLE_PREPARE_STATEMENTS)
         else:
-            self._execute_fenced(_STEP_SQL, params, lease)
+            rowcount, row = run_statement(_STEP_SQL, params, "one")
+            _check_fence(lease, rowcount)
+            _note_pause(lease, row)
         lease.seq += 1  # what the next write is fenced on; if one in flight was refused, that one raises first
+
+    def pause_asked(self, lease: Lease) -> bool:
+        """Free here: each step's write returns whether a pause was asked; settling the one in flight reads it."""
+        self.confirm_writes()
+        return lease.pause_asked
 
     def overlapping(self) -> AbstractContextManager[None]:
         if not durable_settings.DURABLE_PIPELINE_STEP_WRITES:
@@ -401,6 +409,20 @@ def _recorded(rows: Iterable[Sequence[Any]]) -> list[RecordedCall]:
 def _check_fence(lease: Lease, rowcount: int) -> None:
     if rowcount != 1:
         raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+
+
+def _step_checked(db: Any, lease: Lease) -> Callable[[Any], None]:
+    """What a step's write in flight does with its result: LeaseLost unless it wrote its one row, and the pause
+    asked for the run as the write found it noted on the lease (durable/runtime/pausing.py)."""
+    def checked(result: Any) -> None:
+        _check_fence(lease, in_flight.rowcount(result))
+        _note_pause(lease, in_flight.first_row(db, result))
+    return checked
+
+
+def _note_pause(lease: Lease, row: tuple[Any, ...] | None) -> None:
+    if row is not None and row[0]:
+        lease.pause_asked = True
 
 
 def _fence_checked(lease: Lease) -> Callable[[Any], None]:
