@@ -332,9 +332,9 @@ class PostgresRunStore(RunStore):
     def renew_many(self, leases: Sequence[tuple[Lease, bool]]) -> list[bool]:
         now = timezone.now()
         expiries = [lease.extended(now) if renew else None for lease, renew in leases]
-        _, rows = run_statement(_RENEW_MANY, {"run_ids": [lease.run_id for lease, _ in leases],
-                                              "tokens": [lease.token for lease, _ in leases],
-                                              "expiries": expiries}, "all")
+        _, rows = run_statement(_RENEW_MANY, {"run_ids": _array_text(lease.run_id for lease, _ in leases),
+                                              "tokens": _array_text(lease.token for lease, _ in leases),
+                                              "expiries": _array_text(expiries)}, "all")
         held = {str(run_id) for (run_id,) in rows}
         return [str(lease.run_id) in held for lease, _ in leases]
 
@@ -444,6 +444,13 @@ def _step_params(lease: Lease, now: datetime, step: str, state: dict[str, Any], 
     return {"run_id": lease.run_id, "token": lease.token, "seq": lease.seq + 1, "step": step,
             "state": stored.full, "delta": stored.delta, "base": stored.base, "schema_version": schema_version,
             "now": now}
+
+
+def _array_text(items: Iterable[Any]) -> str:
+    """A Postgres array literal of uuids, integers or datetimes (None: NULL), cast by the statement: psycopg adapting
+    a list looks at every element to choose its type, twice the CPU of this for the heartbeat's thousand leases."""
+    return "{" + ",".join("NULL" if item is None else
+                          f'"{item.isoformat() if isinstance(item, datetime) else item}"' for item in items) + "}"
 
 
 def _fence_params(lease: Lease, now: datetime) -> dict[str, Any]:
