@@ -167,7 +167,7 @@ def _step_loop(store: RunStore, lease: Lease, run: Run, workflow: Workflow, stat
     came_from: str | None = None  # the step whose route led here, when it ran in this task
     woke_from = run.waiting_for  # the wait the run was parked on, taken up again by the visit it resumes
     meter = costs.Meter(run)  # what the run spent on model calls, kept up to date by this task's visits
-    looks = pausing.watched(lease)  # whether an operator asked it to pause: between steps, or before a call leaves
+    looks = pausing.watched(store, lease)  # whether an operator asked it to pause: between steps, or before a call leaves
     while True:
         if lease.seq >= budget:  # the newest checkpoint's seq is the number of visits made (seq 0: the start)
             _out_of_budget(store, lease, run, workflow, step_name, came_from, attempt, budget)

@@ -2,22 +2,25 @@
 
 An operator's pause moves a run no worker holds to PAUSED at once (durable/pauses.py); a RUNNING run is only asked
 (`Run.pause_requested_at`), and the worker holding it moves it (durable/runtime/transitions.py's `paused_by_worker`,
-fenced on its lease) where it sees the request. Looking costs a query, so a worker looks when it matters:
+fenced on its lease) where it sees the request. On Postgres every step's write returns whether a pause was asked
+(the run's row as the fenced write found it), so looking costs no query: only waiting for the write in flight to
+come back. On SQLite a look is one query. A worker looks:
 
 - when it claims the run (free: the claim read the row);
-- at the boundary after a step that made a call (a model, a tool, a downstream: one query after a slow call costs
-  little), and at the boundary before a step that declares side effects: the step's checkpoint is written, no step
-  starts after it;
-- at any other boundary once DURABLE_PAUSE_LOOK_SECONDS passed since the last look, so a run of steps that only
-  compute pays nothing per step;
+- at every boundary, for free, at what the writes it already read back found (on Postgres the write before the
+  last: a pause asked while steps that make no call run is seen one or two steps later);
+- at the boundary after a step that made a call (a model, a tool, a downstream) and at the boundary before a step
+  that declares side effects, waiting for the step's own write: the step's checkpoint is written, no step starts
+  after it;
+- at any other boundary once DURABLE_PAUSE_LOOK_SECONDS passed since the last look;
 - else, before the next visit's first outward call leaves (`before_call`, from heartbeat.lease_kept, ctx.activity
   and ctx.parallel: so the agent wrappers' model and tool requests too). A pause asked is then `PauseSeen`: nothing
   is sent, the visit unwinds to the executor's step loop, and the run is PAUSED at the checkpoint the visit started
-  from; on resume the visit runs again from it. A visit that calls after a boundary that looked pays no query more.
+  from; on resume the visit runs again from it. A visit that calls after a boundary that looked pays no look more.
 
 So once a pause is committed, the step in flight finishes (its calls are made and recorded, its checkpoint
-written) and no later step makes a call; steps that make no call at all may go on for up to
-DURABLE_PAUSE_LOOK_SECONDS.
+written) and no later step makes a call; steps that make no call at all may go on for one or two more steps on
+Postgres, for up to DURABLE_PAUSE_LOOK_SECONDS on SQLite.
 
 What an unwound visit leaves: the look and the unwinding write nothing. What the visit recorded before its first
 call stays recorded and is reused when it runs again, as after a crash: a timer that had fired, an event it took,
@@ -34,9 +37,8 @@ from dataclasses import dataclass, field
 
 from durable.conf import durable_settings
 from durable.engine.errors import PauseSeen
-from durable.models import Run
 from durable.runtime import transitions
-from durable.store import Lease
+from durable.store import Lease, RunStore
 
 log = logging.getLogger("durable.pausing")
 
@@ -54,6 +56,7 @@ class Looks:
     """When the worker holding one run (under `lease`) last looked whether a pause was asked for, and whether the
     visit running now still owes a look before its first call."""
 
+    store: RunStore
     lease: Lease
     at: float = field(default_factory=time.monotonic)
     calls_seen: int = field(default_factory=lambda: _calls_made)
@@ -61,7 +64,10 @@ class Looks:
 
     def at_boundary(self, *, before_side_effects: bool) -> bool:
         """At a step boundary (the checkpoint written): whether a pause was asked, looking only when it is due (before
-        side effects, after a call, or by the clock); when it is not, the next visit's first outward call looks."""
+        side effects, after a call, or by the clock); when it is not, the next visit's first outward call looks. A
+        pause a write of this worker's already found (on Postgres each step's write returns it) is seen at once."""
+        if self.lease.pause_asked:
+            return True
         self.owed = not (before_side_effects or _calls_made != self.calls_seen
                          or time.monotonic() - self.at >= durable_settings.DURABLE_PAUSE_LOOK_SECONDS)
         return not self.owed and self.asked()
@@ -69,15 +75,15 @@ class Looks:
     def asked(self) -> bool:
         """Look: whether a pause was asked for the run."""
         self.at, self.calls_seen, self.owed = time.monotonic(), _calls_made, False
-        return Run.objects.filter(id=self.lease.run_id, pause_requested_at__isnull=False).exists()
+        return self.store.pause_asked(self.lease)
 
 
 _held: ContextVar[Looks | None] = ContextVar("durable_pause_looks", default=None)
 
 
-def watched(lease: Lease) -> Looks:
+def watched(store: RunStore, lease: Lease) -> Looks:
     """The looks of the run the step loop on this thread holds under `lease` (its claim looked)."""
-    looks = Looks(lease)
+    looks = Looks(store, lease)
     _held.set(looks)  # left set after the loop: `before_call` answers only the lease it was made for
     return looks
 

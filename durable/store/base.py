@@ -46,6 +46,8 @@ class Lease:
     # The newest checkpoint's state as this worker read or wrote it: the next checkpoint stores what changed
     # (durable.store.checkpoints.to_store); None: it stores the whole state.
     chain: Chain | None = field(default=None, repr=False, compare=False)
+    # A pause was asked for the run, as a write of this worker's found it (Postgres: each step's write returns it).
+    pause_asked: bool = field(default=False, repr=False, compare=False)
 
     def extended(self, now: datetime) -> datetime:
         """The expiry a fenced write sets from `now`; noted as this worker's latest renewal."""
@@ -183,6 +185,10 @@ class RunStore:
 
     def confirm_writes(self) -> None:
         """Before a call leaves the process: raise LeaseLost if a write still in flight was refused."""
+
+    def pause_asked(self, lease: Lease) -> bool:
+        """Whether a pause was asked for the run the worker holds (durable/runtime/pausing.py): one query."""
+        return lease.pause_asked or Run.objects.filter(id=lease.run_id, pause_requested_at__isnull=False).exists()
 
     def _fenced(self, lease: Lease, now: datetime | None, **fields: Any) -> None:
         """Update the run if the lease holds; `now` is its updated_at (None: a step's progress, which

@@ -89,6 +89,29 @@ def trivial_workflow(name: str, steps: int) -> Workflow:
 trivial = trivial_workflow("test-trivial", 10)
 
 
+class ComputeState(BaseModel):
+    n: int = 0
+    pause_at: int = 0  # the step (1..10) that asks its own run's pause, as an operator would meanwhile (in-process)
+
+
+compute_then_pause = register(Workflow(name="test-compute-pause", version=1, state=ComputeState, input=ComputeState,
+                                       on_active_business_key=OnActiveBusinessKey.START_ANOTHER))
+
+
+def _compute(ctx: Any, state: ComputeState) -> ComputeState:
+    """A step that makes no call; the one numbered `pause_at` asks the run's pause."""
+    from durable import pauses
+
+    state.n += 1
+    if state.n == state.pause_at:
+        pauses.pause_run(run_id=ctx.run_id, user=None, source="command", reason="asked while it computed")
+    return state
+
+
+for _number in range(10):
+    compute_then_pause.step(_compute, name=f"compute{_number + 1}")
+
+
 class CustomerOrder(BaseModel):
     customer_email: str
     order_id: str

@@ -1,7 +1,8 @@
 """When the worker looks whether the run it holds was asked to pause (durable/runtime/pausing.py): at the claim,
 after a step that made a call, before a step that declares side effects, and before the first call of a visit after
 a boundary that did not look; a run of steps that only compute asks nothing per step, a run of steps that make calls
-nothing more. Counted in queries, in this process (the real-worker proof is test_pausing_worker.py)."""
+nothing more. On SQLite a look is a query, counted here; on Postgres each step's fenced write returns whether a
+pause was asked, so no look is a query. In this process (the real-worker proof is test_pausing_worker.py)."""
 from __future__ import annotations
 
 import pytest
@@ -20,7 +21,13 @@ LOOK = "pause_requested_at\" IS NOT NULL"
 
 
 def looks(queries: CaptureQueriesContext) -> int:
-    return sum(LOOK in query["sql"] for query in queries.captured_queries)
+    """The queries that asked whether a pause was asked (not the move to PAUSED, which names it too)."""
+    return sum(query["sql"].startswith("SELECT") and LOOK in query["sql"] for query in queries.captured_queries)
+
+
+def queried(on_sqlite: int) -> int:
+    """The look queries expected: `on_sqlite` there, none on Postgres (the step writes return the request)."""
+    return on_sqlite if connection.vendor == "sqlite" else 0
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +48,7 @@ def test_after_each_step_that_made_a_call_the_worker_looks(tmp_path):
     with CaptureQueriesContext(connection) as queries:
         executor.advance(run.id)
     assert calls_in(calls) == ["a1", "a2", "a3", "a4"]
-    assert looks(queries) == 2  # after s1 and s2; s3 was the last step
+    assert looks(queries) == queried(2)  # after s1 and s2; s3 was the last step
 
 
 def test_a_run_asked_to_pause_while_it_waited_pauses_when_claimed_before_any_step(tmp_path):
@@ -62,7 +69,7 @@ def test_a_step_that_calls_after_a_step_that_made_no_call_looks_once_before_its_
     with CaptureQueriesContext(connection) as queries:
         outcome = executor.advance(run.id)
     assert outcome.steps == 2 and sorted(calls_in(calls)) == ["a1", "a2"]
-    assert looks(queries) == 1  # before a1 and a2 leave; the claim looked before `think`
+    assert looks(queries) == queried(1)  # before a1 and a2 leave; the claim looked before `think`
 
 
 def test_a_boundary_that_looked_by_the_clock_spares_the_first_call_its_look(tmp_path, settings):
@@ -71,7 +78,7 @@ def test_a_boundary_that_looked_by_the_clock_spares_the_first_call_its_look(tmp_
     run, _ = services.start_run(workflow="test-pause-gap", input={"calls_file": str(calls)}, business_key="clock")
     with CaptureQueriesContext(connection) as queries:
         executor.advance(run.id)
-    assert calls_in(calls) == ["a1"] and looks(queries) == 1  # at the boundary after `think`, none before a1
+    assert calls_in(calls) == ["a1"] and looks(queries) == queried(1)  # after `think`, none before a1
 
 
 @pytest.mark.parametrize("parallel", [False, True], ids=["activity", "parallel"])
@@ -92,3 +99,19 @@ def test_a_pause_asked_after_the_last_look_stops_the_next_visit_before_its_first
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert sorted(calls_in(calls)) == (["a1", "a2"] if parallel else ["a1"])  # each sent once, on resume
     assert run.output["answers"] == (["a1-result", "a2-result"] if parallel else ["a1-result"])
+
+
+def test_steps_that_only_compute_stop_soon_after_a_pause_postgres_asking_no_query_for_it(settings):
+    if connection.vendor == "sqlite":
+        settings.DURABLE_PAUSE_LOOK_SECONDS = 0  # SQLite's worker looks by the clock: here at every boundary
+    run, _ = services.start_run(workflow="test-compute-pause", input={"pause_at": 3}, business_key="compute")
+    with CaptureQueriesContext(connection) as queries:
+        outcome = executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED and looks(queries) == queried(outcome.steps)
+    # Postgres: step 3's write found the request; it is read back with the next step's write, seen at that boundary.
+    assert outcome.steps == 3 if connection.vendor == "sqlite" else 3 <= outcome.steps <= 5
+    pauses.resume_run(run_id=run.id, user=None, source="command", reason="go on")
+    executor.advance(run.id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and run.output == {"n": 10, "pause_at": 3}

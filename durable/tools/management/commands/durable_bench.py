@@ -28,7 +28,7 @@ from durable.engine.states import RunStatus
 from durable.models import Run
 from durable.runtime import dispatch
 from durable.tools.bench import compare, wakeup
-from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, SystemResult
+from durable.tools.bench.compare import DURABLE, DURABLE_IN_PROCESS, DURABLE_SOLO, SystemResult
 from durable.tools.bench.measure import BenchResult, measure, run_table_updates, step_intervals_ms
 from durable.tools.bench.peers import RUNNERS, Workload, run_peer
 from durable.tools.bench.phases import PhaseReport, time_phases
@@ -40,8 +40,9 @@ from durable.workflow import Workflow
 
 HOW_MEASURED = """\
   steps/s: the workload's steps / wall time from the first workflow started to the last finished
-  (durable: from enqueueing the runs to the last run's finished_at, workers already started; the
-  others: R workflows run one after another in one process of their own).
+  (durable: from enqueueing the runs to the last run's finished_at, workers already started: the
+  documented worker, the threads pool advancing DURABLE_WORKER_RUNS runs at once, and the solo pool,
+  one run at a time; the others: R workflows run one after another in one process of their own).
   per-step: the time between two consecutive step completions of one workflow, i.e. one step plus
   its durable write. durable: between consecutive checkpoints' created_at. DBOS: perf_counter after
   each @DBOS.step returned. LangGraph (durability="sync"): perf_counter as each node starts, once the
@@ -224,7 +225,7 @@ class Command(BaseCommand):
     # -- durable alone ------------------------------------------------------------
 
     def _bench(self, runs: int, steps: int, workers: int, timeout: float, keep: bool,
-               side_effect: bool = False, loop: bool = False) -> BenchResult:
+               side_effect: bool = False, loop: bool = False, pool: str | None = "solo") -> BenchResult:
         workflow = bench_workflow(steps, side_effect=side_effect, loop=loop)
         stats_dir = Path(tempfile.mkdtemp(prefix="durable-bench-"))
         env = {
@@ -242,13 +243,14 @@ class Command(BaseCommand):
         account = tool_account("bench")
         env.update(scope_env(account))
         run_ids = _start_runs(workflow, runs, account)
-        probed = bool(self.probes and workers == 1 and not side_effect)
+        probed = bool(self.probes and workers == 1 and not side_effect and pool is None)
         logs = settings.VAR_DIR / "logs"
         logs.mkdir(exist_ok=True)
-        pool = [WorkerProcess(env=env, name=f"bench{i}", log_path=logs / f"bench-worker-{i}.log") for i in range(workers)]
+        crew = [WorkerProcess(env=env, name=f"bench{i}", log_path=logs / f"bench-worker-{i}.log", pool=pool)
+                for i in range(workers)]
         updates_before = run_table_updates()
         try:
-            for worker in pool:
+            for worker in crew:
                 worker.start()
             started = timezone.now()
             for run_id in run_ids:
@@ -261,7 +263,7 @@ class Command(BaseCommand):
             if probed:  # the same worker, idle now
                 self.wakeups.add(wakeup.probe(self.probes, account))
         finally:
-            for worker in pool:
+            for worker in crew:
                 worker.stop()
             retire(account)
         if not probed:  # the probes' updates would count too (the workers flush their counts as they exit)
@@ -482,6 +484,7 @@ class Command(BaseCommand):
         for side_effect in (False, True):
             workload = Workload(runs, steps, side_effect, database_url())
             rows = [self._durable(workload, 1, timeout, repeat),
+                    self._durable(workload, 1, timeout, repeat, pool="solo"),
                     self._median(partial(self._in_process, workload), repeat)]
             if not side_effect:
                 scaling[1] = rows[0]
@@ -497,11 +500,13 @@ class Command(BaseCommand):
                           "this machine")
         self._lines(compare.scaling_table({w: scaling[w] for w in counts}))
 
-    def _durable(self, workload: Workload, workers: int, timeout: float, repeat: int) -> SystemResult:
+    def _durable(self, workload: Workload, workers: int, timeout: float, repeat: int,
+                 pool: str | None = None) -> SystemResult:
+        """durable on `workers` real workers: the documented command's pool (None), or `pool`."""
         def once() -> SystemResult:
             r = self._bench(workload.runs, workload.steps, workers, timeout, keep=False,
-                            side_effect=workload.side_effect)
-            return SystemResult(DURABLE, r.steps, r.seconds, r.step_p50_ms, r.step_p99_ms,
+                            side_effect=workload.side_effect, pool=pool)
+            return SystemResult(DURABLE if pool is None else DURABLE_SOLO, r.steps, r.seconds, r.step_p50_ms, r.step_p99_ms,
                                 worker_cpu_per_1000=r.worker_cpu_per_1000_steps,
                                 backend_cpu_per_1000=r.backend_cpu_per_1000_steps)
 

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from durable.models import Run
-from durable.tools.bench.compare import DBOS, DURABLE_IN_PROCESS, FLOOR, LANGGRAPH, NOT_INSTALLED
+from durable.tools.bench.compare import DBOS, DURABLE_IN_PROCESS, DURABLE_SOLO, FLOOR, LANGGRAPH, NOT_INSTALLED
 
 pytestmark = pytest.mark.worker
 NUMBER = r"\d+\.\d+"
@@ -32,7 +32,7 @@ def test_compare_measures_durable_the_floor_and_each_peer_or_says_it_is_not_inst
     assert len(phases) == 2 and "1 side effect" in phases[1]
     for phase in phases:
         table = phase.split("scaling:")[0]
-        for system in ("durable", DURABLE_IN_PROCESS, FLOOR):
+        for system in ("durable", DURABLE_SOLO, DURABLE_IN_PROCESS, FLOOR):
             # steps/s, p50, p99, the ratio, then CPU seconds per 1,000 steps: the process's and its backend's
             steps_per_second, p50, p99, _, cpu, backend_cpu = re.findall(NUMBER, row(table, system).split(system, 1)[1])
             assert min(float(steps_per_second), float(p50), float(p99)) > 0, row(table, system)
