@@ -3,14 +3,16 @@ performed once through the ledger. Imports no SDK (durable/agents/pydantic_ai, d
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from durable.agents.bridge import Ask
 from durable.context import Context
 from durable.downstream import Downstream
-from durable.engine.errors import OperationConflict
+from durable.engine.errors import NonRetryableError, OperationConflict
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,24 @@ class SideEffectTool:
 Effect = tuple[Ask, SideEffectTool, Operation]
 REFUSED = ("durable did not do this: {conflict}. It was done once already under this business key with other "
            "arguments; it is not done again.")
+
+
+def tool_value_outcome(value: Any) -> dict[str, Any]:
+    """A tool's value as its call's outcome is recorded: the operation a side-effect tool asked for, or the value as
+    JSON (NonRetryableError when it has none)."""
+    if isinstance(value, Operation):
+        return {"operation": {"business_key": value.business_key, "payload": to_jsonable_python(value.payload)}}
+    try:
+        return {"return": to_jsonable_python(value)}
+    except PydanticSerializationError as exc:
+        raise NonRetryableError(f"the tool's result cannot be recorded as JSON: {exc}",
+                                kind="result_not_storable") from None
+
+
+def operation_of(outcome: Mapping[str, Any]) -> Operation | None:
+    """The operation a side-effect tool asked for, or None when it answered the model instead."""
+    asked = outcome.get("operation")
+    return Operation(asked["business_key"], asked["payload"]) if asked is not None else None
 
 
 def asked_position(order: list[str], ask: Ask) -> int:

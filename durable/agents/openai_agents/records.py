@@ -14,9 +14,8 @@ from typing import Any
 from agents.items import ModelResponse, TResponseOutputItem
 from agents.usage import Usage as SdkUsage
 from pydantic import TypeAdapter
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from durable.agents.effects import Operation  # noqa: F401 (re-exported)
+from durable.agents.effects import Operation, operation_of, tool_value_outcome  # noqa: F401 (re-exported)
 from durable.engine.errors import NonRetryableError
 
 MODEL_ACTIVITY = "llm.request"  # every model request of an agent run, in the order the run makes them
@@ -71,14 +70,7 @@ async def tool_outcome(call: Awaitable[Any]) -> dict[str, Any]:
     (`failure_error_function`), so what reaches here is one the tool chose to raise, and durable's retry policy
     decides what it means.
     """
-    value = await call
-    if isinstance(value, Operation):
-        return {"operation": {"business_key": value.business_key, "payload": to_jsonable_python(value.payload)}}
-    try:
-        return {"return": to_jsonable_python(value)}
-    except PydanticSerializationError as exc:
-        raise NonRetryableError(f"the tool's result cannot be recorded as JSON: {exc}",
-                                kind="result_not_storable") from None
+    return tool_value_outcome(await call)
 
 
 def tool_answer(outcome: Mapping[str, Any]) -> Any:
@@ -92,9 +84,3 @@ def tool_answer(outcome: Mapping[str, Any]) -> Any:
 def as_text(value: Any) -> Any:
     """A tool's answer as the model reads it: JSON for a dict or a list (the SDK would send Python's repr)."""
     return json.dumps(value) if isinstance(value, (dict, list)) else value
-
-
-def operation_of(outcome: Mapping[str, Any]) -> Operation | None:
-    """The operation a side-effect tool asked for, or None when it answered the model instead."""
-    asked = outcome.get("operation")
-    return Operation(asked["business_key"], asked["payload"]) if asked is not None else None

@@ -6,17 +6,14 @@ is pinned to"): static instructions as they are, an instructions function by its
 """
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from agents import Agent, FunctionTool, Handoff
 from agents.models.interface import Model
 
+from durable.agents.releases import described, release
 from durable.engine.ids import canonical_json
-
-RELEASE_LENGTH = 100  # the Run's release columns
 
 
 def agents_of(agent: Agent[Any]) -> Iterator[Agent[Any]]:
@@ -43,8 +40,8 @@ def handoff_target(handoff: Agent[Any] | Handoff[Any, Any]) -> Agent[Any] | None
 
 def prompt_release(name: str, agent: Agent[Any]) -> str:
     """Each agent's name, model and instructions."""
-    return _release(name, "prompt", [{"agent": a.name, "model": _pinned_model(a.model),
-                                      "instructions": _described(a.instructions)} for a in agents_of(agent)])
+    return release(name, "prompt", [{"agent": a.name, "model": _pinned_model(a.model),
+                                     "instructions": _described(a.instructions)} for a in agents_of(agent)])
 
 
 def tool_catalog_version(name: str, agent: Agent[Any], side_effects: Mapping[str, Any],
@@ -59,7 +56,7 @@ def tool_catalog_version(name: str, agent: Agent[Any], side_effects: Mapping[str
                  for tool in each.tools]
         handoffs = [getattr(handoff, "agent_name", getattr(handoff, "name", "")) for handoff in each.handoffs]
         catalog.append({"agent": each.name, "tools": sorted(tools, key=canonical_json), "handoffs": handoffs})
-    return _release(name, "tools", catalog)
+    return release(name, "tools", catalog)
 
 
 def model_name(model: Model | str | None) -> str:
@@ -95,15 +92,4 @@ def refuse_client_retries(agent: Agent[Any]) -> None:
 
 
 def _described(part: Any) -> str | None:
-    if part is None or isinstance(part, str):
-        return part
-    try:
-        return inspect.getsource(part)
-    except (OSError, TypeError):
-        return f"{getattr(part, '__module__', '?')}.{getattr(part, '__qualname__', repr(part))}"
-
-
-def _release(name: str, what: str, made_of: Any) -> str:
-    digest = hashlib.sha256(canonical_json(made_of).encode()).hexdigest()[:12]
-    suffix = f"-{what}-{digest}"
-    return name[:RELEASE_LENGTH - len(suffix)] + suffix
+    return None if part is None else described(part)

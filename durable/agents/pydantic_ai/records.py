@@ -13,9 +13,8 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolReturn
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from durable.agents.effects import Operation  # noqa: F401 (re-exported)
+from durable.agents.effects import Operation, operation_of, tool_value_outcome  # noqa: F401 (re-exported)
 from durable.engine.errors import NonRetryableError
 
 MODEL_ACTIVITY = "llm.request"  # every model request of an agent, in the order the agent makes them
@@ -76,15 +75,9 @@ async def tool_outcome(call: Awaitable[Any]) -> dict[str, Any]:
         return {"retry": retry.message}
     except ToolFailed as failed:
         return {"failed": failed.message}
-    if isinstance(value, Operation):
-        return {"operation": {"business_key": value.business_key, "payload": to_jsonable_python(value.payload)}}
     if isinstance(value, ToolReturn):
         return {"tool_return": _TOOL_RETURN.dump_python(value, mode="json")}
-    try:
-        return {"return": to_jsonable_python(value)}
-    except PydanticSerializationError as exc:
-        raise NonRetryableError(f"the tool's result cannot be recorded as JSON: {exc}",
-                                kind="result_not_storable") from None
+    return tool_value_outcome(value)
 
 
 def tool_answer(outcome: Mapping[str, Any]) -> Any:
@@ -99,9 +92,3 @@ def tool_answer(outcome: Mapping[str, Any]) -> Any:
         return outcome["return"]
     raise NonRetryableError(f"a recorded tool call holds no answer the agent can take: {sorted(outcome)}",
                             kind="replay_unreadable")
-
-
-def operation_of(outcome: Mapping[str, Any]) -> Operation | None:
-    """The operation a side-effect tool asked for, or None when it answered the model instead."""
-    asked = outcome.get("operation")
-    return Operation(asked["business_key"], asked["payload"]) if asked is not None else None

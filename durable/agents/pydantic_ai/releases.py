@@ -12,8 +12,6 @@ pin a release of your own (docs/agents.md, "What a run is pinned to").
 """
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,17 +19,16 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
+from durable.agents.releases import described, release
 from durable.engine.ids import canonical_json
-
-RELEASE_LENGTH = 100  # the Run's release columns
 
 
 def prompt_release(name: str, agent: Agent[Any, Any]) -> str:
     """The agent's model and everything it is told before the conversation: its system prompts and instructions."""
     prompts = [*getattr(agent, "_system_prompts", ()),
-               *(_described(runner.function) for runner in getattr(agent, "_system_prompt_functions", ())),
-               *(_described(getattr(item, "instruction", item)) for item in getattr(agent, "_instructions", ()))]
-    return _release(name, "prompt", {"model": model_name(agent.model), "prompts": prompts})
+               *(described(runner.function) for runner in getattr(agent, "_system_prompt_functions", ())),
+               *(described(getattr(item, "instruction", item)) for item in getattr(agent, "_instructions", ()))]
+    return release(name, "prompt", {"model": model_name(agent.model), "prompts": prompts})
 
 
 def tool_catalog_version(name: str, agent: Agent[Any, Any], side_effects: Mapping[str, Any],
@@ -52,7 +49,7 @@ def tool_catalog_version(name: str, agent: Agent[Any, Any], side_effects: Mappin
 
     for toolset in agent.toolsets:
         toolset.apply(visit)
-    return _release(name, "tools", sorted(tools, key=canonical_json))
+    return release(name, "tools", sorted(tools, key=canonical_json))
 
 
 def model_name(model: Model | str | None) -> str:
@@ -88,19 +85,3 @@ def _models(model: Model | None) -> Iterable[Model]:
     for other in getattr(model, "models", ()) or ():
         if isinstance(other, Model):
             yield from _models(other)
-
-
-def _described(part: Any) -> str:
-    """A prompt part as it is pinned: its text, or a function's source (its name when the source is unavailable)."""
-    if isinstance(part, str):
-        return part
-    try:
-        return inspect.getsource(part)
-    except (OSError, TypeError):
-        return f"{getattr(part, '__module__', '?')}.{getattr(part, '__qualname__', repr(part))}"
-
-
-def _release(name: str, what: str, made_of: Any) -> str:
-    digest = hashlib.sha256(canonical_json(made_of).encode()).hexdigest()[:12]
-    suffix = f"-{what}-{digest}"
-    return name[:RELEASE_LENGTH - len(suffix)] + suffix
