@@ -26,6 +26,7 @@ class Setting:
     kind: str  # "seconds", "number", "count", "flag", "text", "url", "modules", "path", "prices", "limits"
     meaning: str
     optional: bool = False  # None is allowed (and is the default)
+    zero_turns_off: bool = False  # a count whose meaning says what 0 does (no pool, no limit, nothing apart)
 
 
 SETTINGS: dict[str, Setting] = {
@@ -52,7 +53,8 @@ SETTINGS: dict[str, Setting] = {
                                     "`OPTIONS[\"pool\"]`): the most database connections one process (web or "
                                     "worker) opens, from Django's connection pool; a run holds one only while it "
                                     "reads or writes, never across a call. 0: no pool, a connection per thread "
-                                    "kept CONN_MAX_AGE (durable.W017 adds the pools up against max_connections)."),
+                                    "kept CONN_MAX_AGE (durable.W017 adds the pools up against max_connections).",
+                                    zero_turns_off=True),
     "DURABLE_DB_POOL_TIMEOUT_SECONDS": Setting(600.0, "seconds", "Postgres, the standalone project: how long a "
                                                "worker's thread waits for a free connection of its process's pool "
                                                "before the wait is an error; generous, so an exhausted pool makes "
@@ -87,10 +89,12 @@ SETTINGS: dict[str, Setting] = {
                                          "a recorded result heavier than this as JSON (a long string, a tool's "
                                          "result) is stored once, apart, by its content's hash, and referenced "
                                          "wherever it recurs; durable_prune deletes those no row refers to any "
-                                         "more (0: every value is stored inline; docs/state-storage.md)."),
+                                         "more (0: every value is stored inline; docs/state-storage.md).",
+                                         zero_turns_off=True),
     "DURABLE_MAX_VALUE_BYTES": Setting(32_000_000, "count", "A step's state or an activity's result heavier than "
                                        "this as JSON fails the step for good, with an error naming it and its "
-                                       "size (0: no limit; Postgres refuses a jsonb value over 255 MB)."),
+                                       "size (0: no limit; Postgres refuses a jsonb value over 255 MB).",
+                                       zero_turns_off=True),
     "DURABLE_WORKFLOW_MODULES": Setting([], "modules", "Modules imported at start-up that register workflows "
                                         "(`@register`); the standalone project lists the demo's."),
     "DURABLE_QUEUE": Setting(None, "text", "The Celery queue runs are sent to; unset: the Celery app's "
@@ -241,8 +245,9 @@ def problem(name: str, value: Any) -> str | None:
     elif kind == "count":
         if isinstance(value, bool) or not isinstance(value, int):
             return f"must be a whole number, not {type(value).__name__} {value!r}"
-        if value < 1:
-            return f"must be at least 1, not {value!r}"
+        least = 0 if spec.zero_turns_off else 1
+        if value < least:
+            return f"must be at least {least}, not {value!r}"
     elif kind == "flag":
         if not isinstance(value, bool):
             return f"must be True or False, not {type(value).__name__} {value!r}"

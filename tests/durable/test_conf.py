@@ -82,3 +82,17 @@ def test_a_wrong_setting_is_named_by_the_system_check(settings, name, value, say
 
 def test_the_projects_settings_pass_the_check(settings):
     assert check_settings(settings) == []
+
+
+COUNTS = sorted(name for name, spec in SETTINGS.items() if spec.kind == "count")
+
+
+@pytest.mark.parametrize("name", COUNTS)
+def test_a_count_takes_0_exactly_when_its_meaning_says_what_0_does(settings, name):
+    says_what_0_does = "0:" in SETTINGS[name].meaning
+    assert SETTINGS[name].zero_turns_off == says_what_0_does
+    setattr(settings, name, 0)
+    assert bool(check_settings(settings)) != says_what_0_does
+    setattr(settings, name, -1)
+    [error] = check_settings(settings)
+    assert error.obj == name and f"must be at least {0 if says_what_0_does else 1}, not -1" in error.msg
