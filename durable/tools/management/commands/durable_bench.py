@@ -342,13 +342,15 @@ class Command(BaseCommand):
         self.stdout.write(f"durable_bench --stream {runs}: database {connection.vendor}, broker "
                           f"{settings.CELERY_BROKER_URL.split('://')[0]}")
         self._lines(stream.measure(runs, logs).lines())
+
     def _conversation(self, turns: int, turn_bytes: int, comparing: bool, timeout: float, keep: bool,
                       large_bytes: int = 0) -> None:
         from durable.tools.bench import conversation
         from durable.tools.bench.peers.conversation import run_conversation_peer
 
-        if turns < conversation.ENDS * 2 or turn_bytes < 1:
-            raise CommandError(f"--conversation takes at least {conversation.ENDS * 2} turns, --turn-bytes at least 1")
+        if turns < conversation.ENDS * 2 or turn_bytes < 1 or large_bytes < 0:
+            raise CommandError(f"--conversation takes at least {conversation.ENDS * 2} turns, --turn-bytes at least 1, "
+                               "--large-bytes 0 (none) or more")
         account = tool_account("bench-conversation")
         env, logs = _worker_env(account, "durable.tools.bench.conversation")
         self.stdout.write(f"durable_bench --conversation {turns} --turn-bytes {turn_bytes}: one run, one real worker, "

@@ -3,6 +3,8 @@ run's checkpoints and the database's size, never asserted as a timing."""
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from durable import services
 from durable.engine.states import RunStatus
@@ -46,3 +48,11 @@ def test_with_large_bytes_each_visit_appends_the_same_tool_result_stored_once():
     assert state_at(run.id, 5)["messages"] == [item for n in range(5) for item in (turn_text(n, 100), document)]
     assert list(StoredValue.objects.values_list("size", flat=True)) == [70_002]  # over 64 KB: once, as JSON text
     assert ConversationCost("durable", 5, 100, 0, [], large_bytes=70_000).conversation_bytes == 350_500
+
+
+@pytest.mark.parametrize("arguments", [["--conversation", "3"], ["--turn-bytes", "0"], ["--large-bytes", "-1"]])
+def test_a_conversation_too_short_or_a_size_below_its_least_is_refused_before_anything_starts(arguments):
+    given = {"--conversation": "20", "--turn-bytes": "100", "--large-bytes": "0"}
+    given.update(dict(zip(arguments[::2], arguments[1::2], strict=True)))
+    with pytest.raises(CommandError, match="--conversation takes at least"):
+        call_command("durable_bench", "--skip-checks", *[part for pair in given.items() for part in pair])
