@@ -108,6 +108,10 @@ SETTINGS: dict[str, Setting] = {
     "DURABLE_PIPELINE_STEP_WRITES": Setting(True, "flag", "Postgres: a step's checkpoint write is sent and "
                                             "the next step runs while it commits; its result is read before "
                                             "any other write, call or query (durable/store/in_flight.py)."),
+    "DURABLE_BATCH_STEP_WRITES": Setting(True, "flag", "Postgres: the step writes of the runs a worker process "
+                                         "advances go to one writer thread, which sends every write waiting as one "
+                                         "statement; an activity's result goes with its step's write "
+                                         "(durable/store/batched.py)."),
     "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
                                         "touches only the runs created by this account id; unset in "
                                         "production, whose sweeper leaves tool runs alone.", optional=True),

@@ -61,6 +61,15 @@ def pool_size() -> int:
     return int(pool.get("max_size", 4)) if isinstance(pool, dict) else 4  # psycopg_pool's default size is 4
 
 
+def most_connections(kind: str) -> int:
+    """The most connections a process of this kind opens: its pool's, and a worker's writer's own
+    (durable/store/batched.py)."""
+    from durable.store import batched
+
+    writer = kind == Process.Kind.WORKER and connection.vendor == "postgresql" and batched.wanted()
+    return pool_size() + int(writer)
+
+
 def live_connections() -> int:
     """What the live processes recorded here may open at once: the sum of their pools (durable.W017)."""
     return sum(Process.objects.filter(last_seen__gte=timezone.now() - LIVE_WITHIN)
@@ -74,7 +83,7 @@ def record(kind: str) -> None:
     try:
         Process.objects.update_or_create(hostname=me.hostname, pid=me.pid, defaults={
             "kind": kind, "started_at": me.started_at, "last_seen": now, "workflows": loaded_workflows(),
-            "db_connections": pool_size()})
+            "db_connections": most_connections(kind)})
     except DatabaseError:  # the database not migrated yet, or away: the process runs all the same
         log.warning("could not record this %s process in durable_process", kind, exc_info=True)
 

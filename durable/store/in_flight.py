@@ -151,6 +151,7 @@ def send(db: BaseDatabaseWrapper, statement: PreparedWrite, params: Mapping[str,
     `prepare=False` sends it unnamed, parsed each time (behind a transaction-pooling PgBouncer), and never
     queued: a pooler may hand two queued transactions to two server sessions, and the second must not
     start before the first has committed."""
+    first(db)  # a batched step write before it: confirmed first, since this write is fenced on what that one set
     if not behind or not prepare:
         settle(db)
     db.ensure_connection()
@@ -197,9 +198,36 @@ def wrapped(db: BaseDatabaseWrapper, execute: Callable[..., Any]) -> Callable[..
     return execute
 
 
+def later(db: BaseDatabaseWrapper, action: Callable[[], None]) -> None:
+    """Run `action` before anything else uses this thread's connection (its next `settle`): a write handed to
+    another connection (durable/store/batched.py), confirmed, or one kept back to go with the next, sent."""
+    pending: list[Callable[[], None]] | None = getattr(db, "_durable_later", None)
+    if pending is None:
+        pending = db._durable_later = []  # type: ignore[attr-defined]  # durable's state kept on Django's connection
+    pending.append(action)
+
+
+def first(db: BaseDatabaseWrapper) -> None:
+    """What `later` left to do, in order; the first to raise (LeaseLost) raises once all have run."""
+    pending: list[Callable[[], None]] | None = getattr(db, "_durable_later", None)
+    if not pending:
+        return
+    db._durable_later = []  # type: ignore[attr-defined]  # run once, even when one raises
+    failure: BaseException | None = None
+    for action in pending:
+        try:
+            action()
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the others had their turn
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
 def settle(db: BaseDatabaseWrapper) -> None:
     """Read the results of the writes in flight on this connection, if there are any, and leave the
-    pipeline: the connection is psycopg's again. The first refusal or error raises, once all are read."""
+    pipeline: the connection is psycopg's again. The first refusal or error raises, once all are read.
+    What `later` left to do comes first."""
+    first(db)
     queue: _Queue | None = getattr(db, "_durable_in_flight", None)
     if queue is None or not queue.writes:
         return
@@ -263,7 +291,8 @@ def overlapping(db: BaseDatabaseWrapper) -> Iterator[None]:
             del db._set_autocommit  # type: ignore[attr-defined]  # the instance attribute: the class's method shows through again
         else:
             db._set_autocommit = outer[0]  # type: ignore[attr-defined]  # the outer scope's guard
-        if getattr(db, "_durable_in_flight", None) is not None:  # leaving on an error: read it, keep that error
+        if getattr(db, "_durable_in_flight", None) is not None or getattr(db, "_durable_later", None):
+            # Leaving on an error: read what is in flight, send what was kept back, keep that error.
             try:
                 settle(db)
             except Exception:  # noqa: BLE001 - the error on its way out says more

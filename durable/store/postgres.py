@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field
 from django.utils import timezone
 
+import durable.store.batched as batched
 import durable.store.in_flight as in_flight
 import durable.store.values as values
 from durable.conf import durable_settings
@@ -290,9 +292,15 @@ class PostgresRunStore(RunStore):
 
     def commit_step(self, lease: Lease, step: str, next_step: str, state: dict[str, Any], schema_version: int) -> None:
         now = timezone.now()
+        db = connections[DEFAULT_DB_ALIAS]
+        if _batching(db):  # to the process's writer; its outcome is read before the next write, call or query
+            params = _step_params(lease, now, step, state, schema_version)
+            _hand(db, lease, step, now, checkpoint=batched.Checkpoint(
+                next_step, params["state"], params["delta"], params["base"], schema_version))
+            lease.seq += 1
+            return
         params = {**_step_params(lease, now, step, state, schema_version), "next_step": next_step,
                   "lease_expires_at": lease.renewal(now)}
-        db = connections[DEFAULT_DB_ALIAS]
         if in_flight.overlapping_allowed(db):  # its result is read before the next write or call
             in_flight.send(db, _STEP_WRITE, params, _step_checked(db, lease),
                            prepare=durable_settings.DURABLE_PREPARE_STATEMENTS)
@@ -339,8 +347,13 @@ class PostgresRunStore(RunStore):
         return [str(lease.run_id) in held for lease, _ in leases]
 
     def record_activity(self, lease: Lease, step: str, call_index: int, name: str, result: Any) -> None:
+        text = values.stored_text(result, json.dumps(result))
+        db = connections[DEFAULT_DB_ALIAS]
+        if _batching(db):  # to the process's writer; its outcome is read before the next write, call or query
+            _hand(db, lease, step, timezone.now(), calls=[batched.RecordedCall(call_index, name, text)])
+            return
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
-                  "result": values.stored_text(result, json.dumps(result))}
+                  "result": text}
         self._execute_fenced(_ACTIVITY_SQL, params, lease)
 
     def record_activities(self, lease: Lease, step: str, calls: list[tuple[int, str, Any]]) -> None:
@@ -387,6 +400,31 @@ class PostgresRunStore(RunStore):
         if not fenced:
             raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
         return now if moved else None
+
+
+def _batching(db: Any) -> bool:
+    """Step writes and activity results go to the process's writer (durable/store/batched.py), in a process whose
+    runs share a pool (many in flight); a process without one writes on each run's own connection."""
+    return batched.wanted() and in_flight.overlapping_allowed(db)
+
+
+def _hand(db: Any, lease: Lease, step: str, now: datetime, *, checkpoint: batched.Checkpoint | None = None,
+          calls: Sequence[batched.RecordedCall] = ()) -> None:
+    """After the run's write before it is confirmed (it is fenced on what that one set), the write goes to the
+    process's writer; its outcome is read where this thread's own statement would have been."""
+    in_flight.settle(db)
+    write = batched.hand(batched.Write(lease.run_id, lease.token, lease.seq, step, lease.renewal(now), now,
+                                       checkpoint, calls))
+    in_flight.later(db, partial(_confirm_batched, lease, write))
+
+
+def _confirm_batched(lease: Lease, write: batched.Write) -> None:
+    """A batched write's outcome, read where the thread's own write would have been: LeaseLost unless its
+    fence held, and the pause it found noted on the lease."""
+    if not write.outcome().held:
+        raise LeaseLost(f"run {lease.run_id}: lease token {lease.token} no longer holds")
+    if write.pause_asked:
+        lease.pause_asked = True
 
 
 def _prefetched(run: Run, lease: Lease) -> Prefetched:

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any, Literal
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from durable.conf import durable_settings
 from durable.store.health import check_unless_proven, note_proven
@@ -19,7 +20,7 @@ from durable.store.in_flight import settle, wrapped
 
 
 @contextmanager
-def prepared() -> Iterator[None]:
+def prepared(db: BaseDatabaseWrapper | None = None) -> Iterator[None]:
     """The statements run inside are prepared on the server at their first run on this connection and reused
     after: the executor's few statements, run again and again, skip parsing and planning (a step write 0.47 ->
     0.35 ms, docs/benchmarks-log.md). Only these: the console's queries keep custom plans for the values they are
@@ -27,8 +28,9 @@ def prepared() -> Iterator[None]:
     if not durable_settings.DURABLE_PREPARE_STATEMENTS:
         yield
         return
-    connection.ensure_connection()
-    raw = connection.connection
+    db = connection if db is None else db
+    db.ensure_connection()
+    raw = db.connection
     unprepared = raw.prepare_threshold
     raw.prepare_threshold = 0  # psycopg: prepare from the first run
     try:
@@ -40,7 +42,8 @@ def prepared() -> Iterator[None]:
 Fetch = Literal["none", "one", "all"]
 
 
-def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, Any]:
+def run_statement(sql: str, params: Any, fetch: Fetch = "none", db: BaseDatabaseWrapper | None = None
+                  ) -> tuple[int, Any]:
     """Run one of the store's statements: (rowcount, the row or rows fetched).
 
     On a psycopg cursor kept for the connection (per thread, as Django's connections are), inside
@@ -50,12 +53,13 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
     and reconnect (ensure_connection), errors as django.db's (callers such as the heartbeat catch
     DatabaseError), the broken-transaction check, and the connection's execute wrappers (the benchmark
     counts commits with one). When queries are logged (DEBUG, tests' force_debug_cursor) it goes
-    through Django's cursor, so they are logged.
+    through Django's cursor, so they are logged. `db`: a connection other than the thread's (the process's
+    writer keeps one of its own, durable/store/batched.py).
     """
-    db = connections[DEFAULT_DB_ALIAS]
+    db = connections[DEFAULT_DB_ALIAS] if db is None else db  # given: a connection of its own (the writer's)
     settle(db)  # a step's write still in flight: its result first, LeaseLost if it was refused
     if db.queries_logged:
-        with prepared(), db.cursor() as cursor:
+        with prepared(db), db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount, _fetched(cursor, fetch)
     check_unless_proven(db)
@@ -68,7 +72,7 @@ def run_statement(sql: str, params: Any, fetch: Fetch = "none") -> tuple[int, An
         db._durable_cursor = kept  # type: ignore[attr-defined]  # durable's state kept on Django's connection
     cursor = kept[1]
     db.validate_no_broken_transaction()
-    with prepared(), db.wrap_database_errors:
+    with prepared(db), db.wrap_database_errors:
         if db.execute_wrappers:
             wrapped(db, partial(_execute_on, cursor))(sql, params, False, {"connection": db, "cursor": cursor})
         else:

@@ -35,6 +35,13 @@ def postgres_only():
         pytest.skip("the portable store confirms every write before it returns")
 
 
+@pytest.fixture(autouse=True)
+def pipelined(settings):
+    """These tests are about the write each thread leaves in flight on its own connection; batched step writes
+    (durable/store/batched.py, tests/durable/store/test_batched.py) are the other way there."""
+    settings.DURABLE_BATCH_STEP_WRITES = False
+
+
 class Seen(BaseModel):
     steps: list[str] = []
 

@@ -17,7 +17,8 @@ from durable.tools.bench.commits import count_commits
 
 
 @pytest.mark.django_db(transaction=True)
-def test_plain_steps_commit_once_each():
+def test_plain_steps_commit_once_each(settings):
+    settings.DURABLE_BATCH_STEP_WRITES = False  # batched, the process's writer commits them (test_batched.py)
     run, _ = services.start_run(workflow="test-trivial", input={}, business_key="t")
     with count_commits() as counter:
         executor.advance(run.id)
@@ -156,7 +157,8 @@ def test_on_postgres_the_executors_statements_are_prepared_and_the_consoles_quer
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_side_effect_costs_three_commits_beyond_its_steps_checkpoint():
+def test_a_side_effect_costs_three_commits_beyond_its_steps_checkpoint(settings):
+    settings.DURABLE_BATCH_STEP_WRITES = False  # batched, the process's writer commits the checkpoints
     import tests.durable.ledger_workflows  # noqa: F401  registers the probe workflow
 
     run, _ = services.start_run(workflow="test-ledger-probe", input={}, business_key="p")

@@ -1,0 +1,204 @@
+"""Writes batched by the process's writer (durable/store/batched.py), on real Postgres.
+
+Each write in a batch is fenced on its own: a lost lease writes nothing of its run while the other runs' writes
+commit, in one statement. A run's thread reads its write's outcome before its next write, call or query, as it
+reads a write of its own in flight; an activity's result is written as it answers, not with the step.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection
+from django.db.models import F
+from django.utils import timezone
+
+from durable.engine.errors import LeaseLost
+from durable.models import Checkpoint, JournalEntry, Run
+from durable.runtime.executor import advance
+from durable.store import batched, store
+from tests.durable.store.test_in_flight import called, clean_hooks, hooks, postgres_only, started, steal  # noqa: F401  its fixtures too
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the writer's connection must see what the test commits
+
+LEASE = 60.0
+
+
+@pytest.fixture(autouse=True)
+def postgres_and_hooks(postgres_only, clean_hooks):
+    """As test_in_flight.py's: Postgres only, each test's step hooks cleared."""
+
+
+def claimed() -> tuple[Run, Any, Any]:
+    run = started()
+    db = store()
+    lease, _ = db.claim(run.id, "w1", LEASE)
+    return run, db, lease
+
+
+def step_write(lease: Any, state: str = '{"steps": ["first"]}') -> batched.Write:
+    return batched.Write(lease.run_id, lease.token, lease.seq, "first", None, timezone.now(),
+                         batched.Checkpoint("second", state, None, None, 1),
+                         [batched.RecordedCall(0, "llm.plan", '"plan"')])
+
+
+def elsewhere(query: Any) -> Any:
+    """`query()` on another thread's connection: this thread's would read its own write's outcome first."""
+    found: list[Any] = []
+
+    def run() -> None:
+        try:
+            found.append(query())
+        finally:
+            connection.close()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def sent_batches(monkeypatch) -> list[int]:
+    """The size of each statement the writer sends."""
+    sizes: list[int] = []
+    real = batched._send
+    monkeypatch.setattr(batched, "_send", lambda batch, db: (sizes.append(len(batch)), real(batch, db))[1])
+    return sizes
+
+
+def test_one_statement_writes_every_run_of_the_batch_each_with_its_checkpoint_and_results(monkeypatch):
+    leases = [claimed()[2] for _ in range(3)]
+    sizes = sent_batches(monkeypatch)
+
+    batch = [step_write(lease) for lease in leases]
+    batched.send(batch)
+
+    assert sizes == [3] and all(write.held for write in batch)
+    for lease in leases:
+        assert list(Checkpoint.objects.filter(run_id=lease.run_id).values_list("seq", "step", "next_step")) == [
+            (0, "", "first"), (1, "first", "second")]
+        assert list(JournalEntry.objects.filter(run_id=lease.run_id, kind="activity").values_list(
+            "visit", "call_index", "name", "result")) == [(0, 0, "llm.plan", "plan")]
+        assert Run.objects.get(id=lease.run_id).checkpoint_seq == 1
+
+
+def test_a_write_whose_lease_was_taken_writes_nothing_and_the_rest_of_its_batch_commits(monkeypatch):
+    (lost_run, _, lost), (_, _, kept) = claimed(), claimed()
+    steal(lost_run.id)
+    sizes = sent_batches(monkeypatch)
+
+    refused, written = step_write(lost), step_write(kept)
+    batched.send([refused, written])
+
+    assert sizes == [2]
+    assert (refused.held, written.held) == (False, True)
+    assert list(Checkpoint.objects.filter(run=lost_run).values_list("seq", flat=True)) == [0]
+    assert not JournalEntry.objects.filter(run=lost_run, kind="activity").exists()
+    assert Checkpoint.objects.filter(run_id=kept.run_id, seq=1).exists()
+
+
+def test_a_result_is_a_write_of_its_own_fenced_on_the_visit_and_moves_no_checkpoint():
+    run, _, lease = claimed()
+    write = batched.Write(lease.run_id, lease.token, lease.seq, "first", None, timezone.now(),
+                          calls=[batched.RecordedCall(0, "llm.plan", '{"answer": 42}')])
+
+    batched.send([write])
+
+    assert write.held
+    assert JournalEntry.objects.get(run=run, kind="activity").result == {"answer": 42}
+    run.refresh_from_db()
+    assert (run.checkpoint_seq, run.current_step) == (0, "first")
+
+
+def test_a_batch_postgres_refuses_is_sent_again_one_write_at_a_time_and_only_the_write_at_fault_fails(monkeypatch):
+    (_, _, good), (bad_run, _, bad) = claimed(), claimed()
+    sizes = sent_batches(monkeypatch)
+
+    faulty = step_write(bad, state='{"text": "\\u0000"}')  # jsonb has no NUL: Postgres refuses the whole statement
+    fine = step_write(good)
+    batched.send([fine, faulty])
+
+    assert sizes == [2, 1, 1]
+    assert fine.held and fine.outcome() is fine
+    with pytest.raises(DatabaseError):
+        faulty.outcome()
+    assert list(Checkpoint.objects.filter(run=bad_run).values_list("seq", flat=True)) == [0]
+
+
+def test_a_write_postgres_refuses_raises_on_the_runs_thread_as_djangos_database_errors_do():
+    run, db, lease = claimed()
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": []}, -1)  # the schema version's CHECK refuses it
+        with pytest.raises(IntegrityError):
+            db.confirm_writes()
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+
+
+def test_runs_advanced_at_once_are_written_whole_each_its_own_checkpoints():
+    runs = [started() for _ in range(8)]
+    gate = threading.Barrier(len(runs))
+
+    def advanced(run_id: Any) -> None:
+        try:
+            gate.wait()
+            advance(run_id)
+        finally:
+            connection.close()
+    threads = [threading.Thread(target=advanced, args=(run.id,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    for run in runs:
+        run.refresh_from_db()
+        assert (run.status, run.checkpoint_seq) == ("SUCCEEDED", 3)
+        assert list(Checkpoint.objects.filter(run=run).order_by("seq").values_list("step", flat=True)) == [
+            "", "first", "second", "third"]
+
+
+def test_a_refused_write_stops_the_run_before_its_next_call_leaves():
+    run = started()
+    hooks["first"] = lambda ctx: steal(run.id)  # before first's write is handed over: the fence will refuse it
+    asked: list[str] = []
+    hooks["second"] = lambda ctx: ctx.activity("llm.plan", lambda: asked.append("asked") or "plan")
+
+    advance(run.id)
+
+    assert asked == []  # the call would have left on a lost lease: the refusal is read first
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+    assert not JournalEntry.objects.filter(run=run, kind="activity").exists()
+
+
+def test_an_activity_result_is_written_as_it_answers_not_held_for_the_steps_write():
+    seen: list[bool] = []
+
+    def asks_then_waits(ctx: Any) -> None:
+        ctx.activity("llm.plan", lambda: "plan")
+        # Nothing else is written or asked here: the writer commits the result on its own.
+        seen.append(bool(wait_for(lambda: elsewhere(lambda: JournalEntry.objects.filter(
+            run_id=ctx.run_id, kind="activity", name="llm.plan").exists()), timeout=30, what="the result")))
+    hooks["second"] = asks_then_waits
+    run = started()
+
+    assert advance(run.id).steps == 3
+    assert seen == [True]
+
+
+def test_a_pause_the_batched_write_found_is_noted_on_the_lease():
+    run, db, lease = claimed()
+    Run.objects.filter(id=run.id).update(pause_requested_at=timezone.now())
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+        assert db.pause_asked(lease)
+    assert Checkpoint.objects.filter(run=run, seq=1).exists()
+
+
+def test_a_stale_token_in_a_write_the_run_moved_past_is_refused():
+    run, db, lease = claimed()
+    Run.objects.filter(id=run.id).update(checkpoint_seq=F("checkpoint_seq") + 1)  # as if another write came first
+    with pytest.raises(LeaseLost), db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+        db.confirm_writes()
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
