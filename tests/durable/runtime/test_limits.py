@@ -253,3 +253,37 @@ def test_metrics_say_each_limits_use_its_waiting_runs_and_how_often_it_was_full(
     after = scraped()
     assert after[("limit_in_use", "test-limit")] == 1  # the room kept for B, woken to take it
     assert after[("limit_waiting_runs", "test-limit")] == 0
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "parallel"])
+def test_a_call_that_would_leave_past_the_rates_margin_takes_a_new_start_first(settings, calls_file, caplog,
+                                                                               together):
+    # A margin of a microsecond: every call is later than that after its recorded start, and so is every new start
+    # it takes; after RETAKES of them it is sent, with a warning that the margin is too small for the process.
+    settings.DURABLE_LIMITS = {"test-limit": {"concurrency": 2, "rate": "100/s"}}
+    settings.DURABLE_LIMIT_RATE_MARGIN_SECONDS = 0.000001
+    settings.DURABLE_METRICS_TOKEN = "scrape-secret"
+
+    def retaken() -> float:
+        page = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").content.decode()
+        return sum(sample.value for family in text_string_to_metric_families(page) for sample in family.samples
+                   if sample.name == "limit_start_retaken_total" and sample.labels.get("limit") == "test-limit")
+
+    before = retaken()
+    in_flight = []
+    during_call.append(lambda: in_flight.append(LimitUse.objects.count()))
+    run = advance(start(calls_file, "A", calls=2, together=together))
+    assert run.status == RunStatus.SUCCEEDED, run.error  # its own slot did not stop it taking a new start
+    assert LimitUse.objects.count() == 2  # one start a call: each retake replaced the one before it
+    assert max(in_flight) <= 2 and retaken() == before + 2
+    assert sorted(labels(calls_file)) == ["A:0", "A:1"]
+    assert caplog.text.count("DURABLE_LIMIT_RATE_MARGIN_SECONDS") == 2
+
+
+def test_a_call_on_a_limit_without_a_margin_is_sent_as_it_took_its_start(settings, calls_file):
+    settings.DURABLE_LIMITS = {"test-limit": {"rate": "100/s"}}
+    settings.DURABLE_LIMIT_RATE_MARGIN_SECONDS = 0
+    used = []
+    during_call.append(lambda: used.append(list(LimitUse.objects.values_list("id", flat=True))))
+    assert advance(start(calls_file, "A", calls=2)).status == RunStatus.SUCCEEDED
+    assert used[1][:1] == used[0]  # the first call's start was kept, not taken again
