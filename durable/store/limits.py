@@ -2,7 +2,9 @@
 that holds its gate row; portable to SQLite and Postgres. What to do with them is durable/runtime/limits.py's.
 
 Every function that reads room and takes it runs inside the caller's transaction, after `lock`: the gate row of the
-limit and key is the one lock every worker takes first, so two workers never both see the last slot free.
+limit and key is the one lock every worker takes first, so two workers never both see the last slot free. On
+Postgres `take_at_once` does the common case (lock, read, take) in one statement, through durable_limit_take
+(migration 0034), which reads and takes as `lock`, `held_now` and `take` do.
 """
 from __future__ import annotations
 
