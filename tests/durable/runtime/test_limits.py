@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from durable import services
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, LimitGate, LimitTicket, LimitUse, Run
-from durable.runtime import wakes
+from durable.runtime import limits, wakes
+from durable.runtime.heartbeat import pooled
 from durable.store import limits as rows
 from tests.durable.claims import advance
 from tests.durable.limit_workflows import during_call, starts_in
@@ -287,3 +289,20 @@ def test_a_call_on_a_limit_without_a_margin_is_sent_as_it_took_its_start(setting
     during_call.append(lambda: used.append(list(LimitUse.objects.values_list("id", flat=True))))
     assert advance(start(calls_file, "A", calls=2)).status == RunStatus.SUCCEEDED
     assert used[1][:1] == used[0]  # the first call's start was kept, not taken again
+
+
+def test_a_call_waits_for_its_processs_turn_at_the_gate_holding_no_pooled_connection(settings, calls_file,
+                                                                                       monkeypatch):
+    # The step's write before the call is read and its connection given back first: threads queued for the turn
+    # leave the pool's connections to the calls that answered (invariant 21).
+    settings.DURABLE_LIMITS = {"test-limit": {"rate": "100/s"}}
+    holding = []
+    turn = limits.turns.turn
+
+    def spied(name: str, key: str):
+        holding.append(pooled() and connection.connection is not None)
+        return turn(name, key)
+
+    monkeypatch.setattr(limits.turns, "turn", spied)
+    assert advance(start(calls_file, "A", calls=2)).status == RunStatus.SUCCEEDED
+    assert holding == [False, False]
