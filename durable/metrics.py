@@ -87,6 +87,9 @@ BUDGETS_EXHAUSTED = Counter(
 LIMIT_THROTTLED = Counter(
     "limit_throttled_total", "Calls that found their named limit full (they waited in their thread or parked their "
     "run), and pauses a provider's Retry-After put on the limit", ("limit",))
+LIMIT_RETAKEN = Counter(
+    "limit_start_retaken_total", "Calls under a rate limit that would have left later than the rate's margin after "
+    "their recorded start, and took a new start first", ("limit",))
 
 DUPLICATES_PREVENTED = Counter(
     "side_effect_duplicate_prevented_total", "Side effects re-entered after they succeeded: the recorded "
@@ -179,6 +182,10 @@ def budget_exhausted(workflow: str, version: int) -> None:
 
 def limit_throttled(limit: str) -> None:
     LIMIT_THROTTLED.labels(limit).inc()
+
+
+def limit_retaken(limit: str) -> None:
+    LIMIT_RETAKEN.labels(limit).inc()
 
 
 def duplicate_prevented(action: str) -> None:

@@ -76,10 +76,10 @@ class StepContext:
                 visit.meter.before_model_call(name)  # BudgetExhausted: the run waits, the model is not asked
             # Room in its limit first (or the run parks); a slow model must not let a second worker ask again: the
             # lease is kept while it answers, and a cancel ends the wait at once (durable/runtime/heartbeat.py).
-            with limits.held(visit, limit, index, usage) as answered, \
+            with limits.held(visit, limit, index, usage) as room, \
                     lease_kept(visit.store, visit.lease) as kept, tracing.activity(visit, name, index):
-                answered.append(kept.call(fn, *args, **kwargs))
-            result = visit.record(name, index, answered[0], usage)
+                room.answers.append(kept.call(room.on_time(fn), *args, **kwargs))
+            result = visit.record(name, index, room.answers[0], usage)
         return returns.model_validate(result) if returns is not None else result
 
     def call(self, name: str, fn: Callable[..., Any], *args: Any, returns: type | None = None,

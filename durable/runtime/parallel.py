@@ -139,7 +139,8 @@ def _make(visit: Visit, pending: list[_Pending], results: list[Any], of: int) ->
                     call = unsent.pop(0)  # Prepare + STARTED committed before each downstream call is submitted
                     if call.start is not None:
                         call.start()
-                    running[pool.submit(contextvars.copy_context().run, _on_pool, call.run)] = call
+                    running[pool.submit(contextvars.copy_context().run, _on_pool,
+                                        limits.on_time(visit, call.taken, call.run))] = call
                 if running:
                     _collect(visit, kept, running, results, errors)
     except BaseException as exc:  # the lease lost, a crash, a ledger row moved under us: nothing more is written

@@ -2,7 +2,9 @@
 that holds its gate row; portable to SQLite and Postgres. What to do with them is durable/runtime/limits.py's.
 
 Every function that reads room and takes it runs inside the caller's transaction, after `lock`: the gate row of the
-limit and key is the one lock every worker takes first, so two workers never both see the last slot free.
+limit and key is the one lock every worker takes first, so two workers never both see the last slot free. On
+Postgres `take_at_once` does the common case (lock, read, take) in one statement, through durable_limit_take
+(migration 0034), which reads and takes as `lock`, `held_now` and `take` do.
 """
 from __future__ import annotations
 
@@ -57,6 +59,51 @@ def lock(limit: str, key: str) -> tuple[LimitGate, datetime]:
     LimitGate.objects.bulk_create([LimitGate(limit=limit, key=key)], ignore_conflicts=True)
     gates.update(touched_at=timezone.now())
     return gates.get(), timezone.now()
+
+
+def in_one_statement() -> bool:
+    """Whether the common case can be taken in one statement (`take_at_once`): Postgres, through the function
+    migration 0034 declares."""
+    return connection.vendor == "postgresql"
+
+
+@dataclass(frozen=True)
+class AtOnce:
+    """What `take_at_once` did: room taken (its slot's ticket id and start's id), or nothing, and why: runs wait in
+    line or the call has a ticket (`in_line`: the runtime's path decides), or the limit is full (`held` says until
+    when)."""
+
+    taken: bool
+    in_line: bool
+    slot: int | None
+    use: int | None
+    held: LimitNow
+    started: datetime | None  # the start it recorded (rate, tokens), by the database's clock
+
+
+def take_at_once(spec: LimitSpec, key: str, run_id: UUID, call: str, token: int, priority: int,
+                 grace_seconds: float, *, replacing: int | None = None) -> AtOnce:
+    """Postgres: the limit's gate taken, what it holds read by the clock and, when nobody waits in line and there is
+    room, the room taken, in one statement (its own transaction outside the caller's): the gate row is held for the
+    statement only (durable_limit_take, migration 0034, reads and takes as `held_now` and `take` do). `replacing`:
+    the start (LimitUse id; 0 once deleted) of a call that takes a new one in its place, keeping its place in line
+    and the slot it holds (its concurrency and tokens, which it passed, are not counted again)."""
+    rate, tokens, concurrency = spec.rate, spec.tokens, spec.concurrency
+    if replacing is not None:
+        tokens = concurrency = None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT * FROM durable_limit_take(%s::text, %s::text, %s::uuid, %s::text, %s::bigint, %s::integer, "
+            "%s::integer, %s::integer, %s::float8, %s::bigint, %s::float8, %s::float8, %s::float8, %s::text[], "
+            "%s::bigint)",
+            [spec.name, key, run_id, call, token, priority, concurrency, rate.count if rate else None,
+             rate.seconds + spec.margin if rate else None, tokens.count if tokens else None,
+             tokens.seconds if tokens else None, spec.window_seconds, grace_seconds, sorted(TERMINAL), replacing])
+        taken, in_line, slot, use, at, held, granted, paused, starts, used, started = cursor.fetchone()
+    now = LimitNow(at, in_use=held + granted, starts=tuple(starts),
+                   tokens=tuple((started, count) for started, count in zip(starts, used, strict=True) if count),
+                   granted=granted, paused_until=paused)
+    return AtOnce(taken, in_line, slot, use, now, started)
 
 
 def paused_until(gate: LimitGate) -> datetime | None:
@@ -183,6 +230,11 @@ def give_back(slot: int | None, use: int | None, tokens: int) -> None:
         LimitTicket.objects.filter(id=slot, state=HELD).delete()
     if use is not None and tokens:
         LimitUse.objects.filter(id=use).update(tokens=tokens)
+
+
+def forget_start(use: int) -> None:
+    """A call's start taken back (it takes a new one in its place)."""
+    LimitUse.objects.filter(id=use).delete()
 
 
 def has_waiters(limit: str, key: str) -> bool:

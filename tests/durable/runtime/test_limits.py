@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from durable import services
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, LimitGate, LimitTicket, LimitUse, Run
-from durable.runtime import wakes
+from durable.runtime import limits, wakes
+from durable.runtime.heartbeat import pooled
 from durable.store import limits as rows
 from tests.durable.claims import advance
 from tests.durable.limit_workflows import during_call, starts_in
@@ -253,3 +255,54 @@ def test_metrics_say_each_limits_use_its_waiting_runs_and_how_often_it_was_full(
     after = scraped()
     assert after[("limit_in_use", "test-limit")] == 1  # the room kept for B, woken to take it
     assert after[("limit_waiting_runs", "test-limit")] == 0
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "parallel"])
+def test_a_call_that_would_leave_past_the_rates_margin_takes_a_new_start_first(settings, calls_file, caplog,
+                                                                               together):
+    # A margin of a microsecond: every call is later than that after its recorded start, and so is every new start
+    # it takes; after RETAKES of them it is sent, with a warning that the margin is too small for the process.
+    settings.DURABLE_LIMITS = {"test-limit": {"concurrency": 2, "rate": "100/s"}}
+    settings.DURABLE_LIMIT_RATE_MARGIN_SECONDS = 0.000001
+    settings.DURABLE_METRICS_TOKEN = "scrape-secret"
+
+    def retaken() -> float:
+        page = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").content.decode()
+        return sum(sample.value for family in text_string_to_metric_families(page) for sample in family.samples
+                   if sample.name == "limit_start_retaken_total" and sample.labels.get("limit") == "test-limit")
+
+    before = retaken()
+    in_flight = []
+    during_call.append(lambda: in_flight.append(LimitUse.objects.count()))
+    run = advance(start(calls_file, "A", calls=2, together=together))
+    assert run.status == RunStatus.SUCCEEDED, run.error  # its own slot did not stop it taking a new start
+    assert LimitUse.objects.count() == 2  # one start a call: each retake replaced the one before it
+    assert max(in_flight) <= 2 and retaken() == before + 2
+    assert sorted(labels(calls_file)) == ["A:0", "A:1"]
+    assert caplog.text.count("DURABLE_LIMIT_RATE_MARGIN_SECONDS") == 2
+
+
+def test_a_call_on_a_limit_without_a_margin_is_sent_as_it_took_its_start(settings, calls_file):
+    settings.DURABLE_LIMITS = {"test-limit": {"rate": "100/s"}}
+    settings.DURABLE_LIMIT_RATE_MARGIN_SECONDS = 0
+    used = []
+    during_call.append(lambda: used.append(list(LimitUse.objects.values_list("id", flat=True))))
+    assert advance(start(calls_file, "A", calls=2)).status == RunStatus.SUCCEEDED
+    assert used[1][:1] == used[0]  # the first call's start was kept, not taken again
+
+
+def test_a_call_waits_for_its_processs_turn_at_the_gate_holding_no_pooled_connection(settings, calls_file,
+                                                                                       monkeypatch):
+    # The step's write before the call is read and its connection given back first: threads queued for the turn
+    # leave the pool's connections to the calls that answered (invariant 21).
+    settings.DURABLE_LIMITS = {"test-limit": {"rate": "100/s"}}
+    holding = []
+    turn = limits.turns.turn
+
+    def spied(name: str, key: str):
+        holding.append(pooled() and connection.connection is not None)
+        return turn(name, key)
+
+    monkeypatch.setattr(limits.turns, "turn", spied)
+    assert advance(start(calls_file, "A", calls=2)).status == RunStatus.SUCCEEDED
+    assert holding == [False, False]
