@@ -34,13 +34,20 @@ def _use_django_logging(loglevel: int | str | None = None, **_: object) -> None:
 @worker_init.connect
 def _runs_wait_for_a_connection(**_: object) -> None:
     """A worker's runs wait for a connection of its pool (DURABLE_DB_POOL_TIMEOUT_SECONDS, generous), where a web
-    request gives up after a few seconds (the project's settings): set before the pool first opens, or opened anew."""
+    request gives up after a few seconds (the project's settings): set before the pool first opens, or opened anew.
+    Its writer's connection is taken from the pool's size."""
     from django.conf import settings
     from django.db import connections
 
     from durable.conf import durable_settings
+    from durable.store import batched
 
     pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
     if isinstance(pool, dict):
         pool["timeout"] = float(durable_settings.DURABLE_DB_POOL_TIMEOUT_SECONDS)
+        if batched.wanted() and int(pool.get("max_size", 4)) > 1:
+            # The writer's own connection (durable/store/batched.py) is one of DURABLE_DB_POOL_SIZE: the process
+            # opens no more than the setting says.
+            pool["max_size"] = int(pool.get("max_size", 4)) - 1
+            pool["min_size"] = min(int(pool.get("min_size", 1)), pool["max_size"])
         connections["default"].close_pool()  # type: ignore[attr-defined]  # the Postgres backend's; one made already

@@ -216,9 +216,7 @@ def writes_in_flight(monkeypatch):
     """How many step writes went out in flight (Postgres); the real send, counted."""
     from django.db import connection
 
-    from durable.store import in_flight
-
-    from durable.store import batched
+    from durable.store import batched, in_flight
 
     sent, real, handed = [], in_flight.send, batched.hand
     monkeypatch.setattr(in_flight, "send", lambda *args, **kwargs: (sent.append(1), real(*args, **kwargs))[1])
