@@ -209,3 +209,13 @@ def sent(monkeypatch):
     ids = []
     monkeypatch.setattr(dispatch, "enqueue", lambda run_id, **kw: ids.append(run_id))
     return ids
+
+
+@pytest.fixture(scope="session", autouse=True)
+def writer_closed_before_the_database_is_dropped(django_db_setup):
+    """The process's writer (durable/store/batched.py) keeps its own connection while it has writes: closed at the
+    session's end, before the test database is dropped (Postgres refuses to drop a database in use)."""
+    yield
+    from durable.store import batched
+
+    batched.close()

@@ -37,7 +37,8 @@ from durable.store.statements import run_statement
 log = logging.getLogger("durable.store")
 
 MAX_WRITES = 500  # per statement: a batch's JSON stays a few MB at most (large values are stored apart)
-IDLE_SECONDS = 1.0  # the writer keeps its connection while writes came within this long
+CLOSE_WAIT_SECONDS = 10.0  # close() waits at most this long for the batch being sent
+IDLE_SECONDS = 60.0  # the writer keeps its connection while writes came within this long (a new one is a new backend)
 
 # The writes arrive as one JSON array; each one's state, difference and recorded calls are JSON inside it. A write
 # is fenced on the checkpoint seq its visit started from (`visit`); a step's write adds the checkpoint after it.
@@ -164,6 +165,8 @@ class _Writer:
         self._waiting: list[Write] = []
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._close_asked = threading.Event()
+        self._closed = threading.Event()
 
     def hand(self, write: Write) -> Write:
         with self._arrived:
@@ -181,16 +184,29 @@ class _Writer:
         db = own_connection()
         while True:
             with self._arrived:
-                idle = not self._waiting and not self._arrived.wait(IDLE_SECONDS)
-            if idle:
-                db.close()  # no writes for a while: hold no connection
-                with self._arrived:
-                    while not self._waiting:
-                        self._arrived.wait()
-            with self._arrived:
+                if not self._waiting and not self._close_asked.is_set():
+                    self._arrived.wait(IDLE_SECONDS)
                 batch, self._waiting = self._waiting[:MAX_WRITES], self._waiting[MAX_WRITES:]
             if batch:
                 send(batch, db)
+                continue
+            db.close()  # no writes for a while, or asked to: hold no connection
+            self._close_asked.clear()
+            self._closed.set()
+            with self._arrived:
+                while not self._waiting and not self._close_asked.is_set():
+                    self._arrived.wait()
+
+    def close(self) -> None:
+        """Close the writer's connection once the writes handed to it are sent (a test session's end, before its
+        database is dropped); the next write opens a new one."""
+        with self._arrived:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                return
+            self._closed.clear()
+            self._close_asked.set()
+            self._arrived.notify()
+        self._closed.wait(CLOSE_WAIT_SECONDS)
 
 
 def send(batch: list[Write], db: BaseDatabaseWrapper | None = None) -> None:
@@ -232,6 +248,11 @@ def _send(batch: list[Write], db: BaseDatabaseWrapper) -> None:
 
 
 _writer = _Writer()
+
+
+def close() -> None:
+    """Close the process's writer's connection (it opens a new one for its next write)."""
+    _writer.close()
 
 
 def hand(write: Write) -> Write:
