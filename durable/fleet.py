@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from durable.models import Process
 from durable.registry import registry
+from durable.store.pooling import pool_size  # re-exported: the fleet's figure, the store's rule
 
 log = logging.getLogger("durable.fleet")
 
@@ -53,18 +54,10 @@ def loaded_workflows() -> list[str]:
     return [f"{wf.name}@{wf.version}" for wf in registry.all()]
 
 
-def pool_size() -> int:
-    """The most connections this process opens to the default database: its pool's max_size (0: no pool)."""
-    pool = connection.settings_dict.get("OPTIONS", {}).get("pool")
-    if not pool:
-        return 0
-    return int(pool.get("max_size", 4)) if isinstance(pool, dict) else 4  # psycopg_pool's default size is 4
-
-
 def most_connections(kind: str) -> int:
     """The most connections a process of this kind opens: its pool's, and a worker's writer's own
     (durable/store/batched.py)."""
-    from durable.store import batched
+    from durable.store import batched  # the store's package imports nothing of the fleet's
 
     writer = kind == Process.Kind.WORKER and connection.vendor == "postgresql" and batched.wanted()
     return pool_size() + int(writer)

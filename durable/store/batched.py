@@ -32,6 +32,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from durable.conf import durable_settings
+from durable.store.pooling import pool_size
 from durable.store.statements import run_statement
 
 log = logging.getLogger("durable.store")
@@ -141,8 +142,6 @@ def _json(value: Any) -> str:
 def wanted() -> bool:
     """Writes go to the writer in a process whose connections come from a pool (its runs share them), unless
     DURABLE_BATCH_STEP_WRITES is off."""
-    from durable.fleet import pool_size
-
     return bool(durable_settings.DURABLE_BATCH_STEP_WRITES) and pool_size() > 0
 
 
@@ -167,6 +166,8 @@ class _Writer:
         self._pid = 0
         self._close_asked = threading.Event()
         self._closed = threading.Event()
+        self.db: BaseDatabaseWrapper | None = None  # the writer's connection (the benchmark reads its backend)
+        self.statements = 0  # sent, each its own commit (the benchmark counts commits)
 
     def hand(self, write: Write) -> Write:
         with self._arrived:
@@ -181,7 +182,7 @@ class _Writer:
         return write
 
     def _run(self) -> None:
-        db = own_connection()
+        db = self.db = own_connection()
         while True:
             with self._arrived:
                 if not self._waiting and not self._close_asked.is_set():
@@ -189,6 +190,7 @@ class _Writer:
                 batch, self._waiting = self._waiting[:MAX_WRITES], self._waiting[MAX_WRITES:]
             if batch:
                 send(batch, db)
+                self.statements += 1  # only this thread counts: a plain int will do
                 continue
             db.close()  # no writes for a while, or asked to: hold no connection
             self._close_asked.clear()
@@ -248,6 +250,18 @@ def _send(batch: list[Write], db: BaseDatabaseWrapper) -> None:
 
 
 _writer = _Writer()
+
+
+def backend_pid() -> int | None:
+    """The Postgres backend behind the writer's connection, while it has one open (the benchmark's CPU meter)."""
+    db = _writer.db
+    raw = db.connection if db is not None else None
+    return None if raw is None else raw.info.backend_pid
+
+
+def statements_sent() -> int:
+    """How many batches this process's writer sent (each a commit: the benchmark counts them)."""
+    return _writer.statements
 
 
 def close() -> None:

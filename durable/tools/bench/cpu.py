@@ -53,11 +53,13 @@ class CpuMeter:
                 self.backends[pid] = (first, latest)
 
     def _see_backend(self) -> None:
-        pid = backend_pid()
-        if pid is not None and pid not in self.backends:
-            seconds = process_cpu_seconds(pid)
-            if seconds is not None:
-                self.backends[pid] = (seconds, seconds)
+        from durable.store import batched
+
+        for pid in (backend_pid(), batched.backend_pid()):  # the thread's connection's, and the writer's
+            if pid is not None and pid not in self.backends:
+                seconds = process_cpu_seconds(pid)
+                if seconds is not None:
+                    self.backends[pid] = (seconds, seconds)
 
     def as_json(self) -> dict[str, float]:
         return {"worker_cpu": self.worker_now - (self.worker_start or 0.0),

@@ -91,6 +91,7 @@ def _report_worker_stats(stats_dir: str) -> None:
     from celery.signals import task_postrun, task_prerun
     from django.db import connection
 
+    from durable.store import batched
     from durable.tools.bench.commits import CommitCounter
     from durable.tools.bench.cpu import CpuMeter
 
@@ -117,11 +118,12 @@ def _report_worker_stats(stats_dir: str) -> None:
     def _write_while_counting() -> None:
         while True:
             time.sleep(0.05)
-            count = tasks["advance"] + counter.commits
+            commits = counter.commits + batched.statements_sent()  # the writer's batches, one commit each
+            count = tasks["advance"] + commits
             if count != tasks["seen"]:
                 tasks["seen"] = count
                 meter.sample()  # this thread has no connection of its own: it reads the backends start() saw
-                path.write_text(json.dumps({"commits": counter.commits, "advance_tasks": tasks["advance"],
+                path.write_text(json.dumps({"commits": commits, "advance_tasks": tasks["advance"],
                                             **meter.as_json()}))
 
 

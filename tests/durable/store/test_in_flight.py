@@ -203,7 +203,8 @@ def test_the_finish_is_queued_behind_the_last_step_write_and_both_are_read_befor
     assert run.status == "SUCCEEDED" and run.checkpoint_seq == 3 and run.lease_owner is None
 
 
-def test_a_finish_queued_behind_a_refused_write_writes_nothing():
+def test_a_finish_queued_behind_a_refused_write_writes_nothing(settings):
+    settings.DURABLE_PAUSE_LOOK_SECONDS = 3600  # a look for a pause at a boundary would read the refusal before third
     run = started()
     hooks["second"] = lambda ctx: steal(run.id)  # second's write goes out refused; the finish queues behind it
 
