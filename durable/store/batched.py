@@ -55,8 +55,8 @@ WITH writes AS (
            attempt = CASE WHEN writes.checkpoint THEN 0 ELSE run.attempt END,
            lease_expires_at = COALESCE(writes.lease_expires_at, run.lease_expires_at)
       FROM writes
-     WHERE run.id = writes.run_id AND run.fencing_token = writes.token AND run.status = 'RUNNING'
-       AND run.checkpoint_seq = writes.visit
+     WHERE run.id = ANY(%(runs)s::uuid[]) AND run.id = writes.run_id AND run.fencing_token = writes.token
+       AND COALESCE(run.status, '') = 'RUNNING' AND run.checkpoint_seq = writes.visit
  RETURNING run.id, run.pause_requested_at
 ), recorded AS (
     INSERT INTO durable_journalentry (run_id, kind, step, visit, call_index, name, result, fencing_token, created_at)
@@ -239,8 +239,11 @@ def send(batch: list[Write], db: BaseDatabaseWrapper | None = None) -> None:
 
 
 def _send(batch: list[Write], db: BaseDatabaseWrapper) -> None:
-    _, rows = run_statement(_BATCH_SQL, {"writes": "[" + ",".join(write.as_json() for write in batch) + "]"}, "all",
-                            db)
+    # The runs' ids again, as an array: the plan finds each run by its key. Joined on the JSON's rows alone, or
+    # with a status the RUNNING runs' partial index matches (hence the COALESCE), it scanned every running run's
+    # row, dead versions and all: 6 ms a statement in durable_bench, where a lone step write takes 0.3.
+    _, rows = run_statement(_BATCH_SQL, {"writes": "[" + ",".join(write.as_json() for write in batch) + "]",
+                                         "runs": "{" + ",".join(str(write.run_id) for write in batch) + "}"}, "all", db)
     held = {str(run_id): paused for run_id, paused in rows}
     for write in batch:
         key = str(write.run_id)

@@ -403,9 +403,10 @@ class PostgresRunStore(RunStore):
 
 
 def _batching(db: Any) -> bool:
-    """Step writes and activity results go to the process's writer (durable/store/batched.py), in a process whose
-    runs share a pool (many in flight); a process without one writes on each run's own connection."""
-    return batched.wanted() and in_flight.overlapping_allowed(db)
+    """A step write or an activity's result goes to the process's writer (durable/store/batched.py) when the run's
+    thread holds no connection of the pool: it gave it back before a call, and taking one again would wait for the
+    pool and cost more than the writer. A thread that holds one (steps that only compute) writes on it, in flight."""
+    return db.connection is None and batched.wanted() and in_flight.overlapping_allowed(db)
 
 
 def _hand(db: Any, lease: Lease, step: str, now: datetime, *, checkpoint: batched.Checkpoint | None = None,

@@ -38,6 +38,18 @@ def claimed() -> tuple[Run, Any, Any]:
     return run, db, lease
 
 
+def given_back() -> None:
+    """The thread's connection back to the pool, as before a call: its next write goes to the writer."""
+    connection.close()
+
+
+def writes_handed(monkeypatch) -> list[batched.Write]:
+    handed: list[batched.Write] = []
+    real = batched.hand
+    monkeypatch.setattr(batched, "hand", lambda write: (handed.append(write), real(write))[1])
+    return handed
+
+
 def step_write(lease: Any, state: str = '{"steps": ["first"]}') -> batched.Write:
     return batched.Write(lease.run_id, lease.token, lease.seq, "first", None, timezone.now(),
                          batched.Checkpoint("second", state, None, None, 1),
@@ -126,12 +138,15 @@ def test_a_batch_postgres_refuses_is_sent_again_one_write_at_a_time_and_only_the
     assert list(Checkpoint.objects.filter(run=bad_run).values_list("seq", flat=True)) == [0]
 
 
-def test_a_write_postgres_refuses_raises_on_the_runs_thread_as_djangos_database_errors_do():
+def test_a_write_postgres_refuses_raises_on_the_runs_thread_as_djangos_database_errors_do(monkeypatch):
     run, db, lease = claimed()
+    handed = writes_handed(monkeypatch)
     with db.overlapping():
+        given_back()
         db.commit_step(lease, "first", "second", {"steps": []}, -1)  # the schema version's CHECK refuses it
         with pytest.raises(IntegrityError):
             db.confirm_writes()
+    assert len(handed) == 1
     assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
 
 
@@ -158,17 +173,24 @@ def test_runs_advanced_at_once_are_written_whole_each_its_own_checkpoints():
             "", "first", "second", "third"]
 
 
-def test_a_refused_write_stops_the_run_before_its_next_call_leaves():
+def test_a_refused_write_stops_the_run_before_its_next_call_leaves(monkeypatch):
     run = started()
-    hooks["first"] = lambda ctx: steal(run.id)  # before first's write is handed over: the fence will refuse it
+    handed = writes_handed(monkeypatch)
+
+    def calls_then_loses_its_lease(ctx: Any) -> None:
+        ctx.activity("llm.read", lambda: "read")  # the connection goes back before it: first's write is handed over
+        assert Run.objects.filter(id=run.id).exists()  # a query reads the result's outcome first: it is written
+        given_back()
+        steal(run.id)  # the fence will refuse first's checkpoint
+    hooks["first"] = calls_then_loses_its_lease
     asked: list[str] = []
     hooks["second"] = lambda ctx: ctx.activity("llm.plan", lambda: asked.append("asked") or "plan")
 
     advance(run.id)
 
+    assert any(write.checkpoint is not None for write in handed)
     assert asked == []  # the call would have left on a lost lease: the refusal is read first
     assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
-    assert not JournalEntry.objects.filter(run=run, kind="activity").exists()
 
 
 def test_an_activity_result_is_written_as_it_answers_not_held_for_the_steps_write():
@@ -186,19 +208,44 @@ def test_an_activity_result_is_written_as_it_answers_not_held_for_the_steps_writ
     assert seen == [True]
 
 
-def test_a_pause_the_batched_write_found_is_noted_on_the_lease():
+def test_a_pause_the_batched_write_found_is_noted_on_the_lease(monkeypatch):
     run, db, lease = claimed()
     Run.objects.filter(id=run.id).update(pause_requested_at=timezone.now())
+    handed = writes_handed(monkeypatch)
     with db.overlapping():
+        given_back()
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
         assert db.pause_asked(lease)
+    assert len(handed) == 1
     assert Checkpoint.objects.filter(run=run, seq=1).exists()
 
 
-def test_a_stale_token_in_a_write_the_run_moved_past_is_refused():
+def test_a_write_the_run_moved_past_is_refused(monkeypatch):
     run, db, lease = claimed()
     Run.objects.filter(id=run.id).update(checkpoint_seq=F("checkpoint_seq") + 1)  # as if another write came first
+    handed = writes_handed(monkeypatch)
     with pytest.raises(LeaseLost), db.overlapping():
+        given_back()
         db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
         db.confirm_writes()
+    assert len(handed) == 1
     assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+
+
+def test_a_thread_that_holds_its_connection_writes_on_it_and_one_that_gave_it_back_hands_the_write_over(
+        monkeypatch):
+    _, db, lease = claimed()
+    handed = writes_handed(monkeypatch)
+    with db.overlapping():
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)  # steps that only compute: in flight
+        assert handed == [] and getattr(connection, "_durable_in_flight", None) is not None
+        db.confirm_writes()
+        given_back()  # as before a call
+        db.record_activity(lease, "second", 0, "llm.plan", "plan")
+        db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)
+        db.confirm_writes()
+    assert [(write.step, write.checkpoint is not None) for write in handed] == [("second", False), ("second", True)]
+    assert list(Checkpoint.objects.filter(run_id=lease.run_id).order_by("seq").values_list("step", flat=True)) == [
+        "", "first", "second"]
+    assert JournalEntry.objects.get(run_id=lease.run_id, kind="activity").result == "plan"
+
