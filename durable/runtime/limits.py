@@ -198,8 +198,7 @@ def _on_time(visit: Visit, taken: Taken) -> None:
             taken.use, taken.started, replacing = use, started, use
             retaken += 1
             continue
-        give_back_connection()
-        time.sleep(max((due - at).total_seconds(), 0.001) if due is not None else 0.001)
+        _sleep_until(due, at)
     give_back_connection()
 
 
@@ -242,10 +241,11 @@ def _throttled(name: str, waited: bool) -> bool:
 
 def _sleep_until(due: datetime | None, at: datetime) -> None:
     """A short wait, out of any transaction and holding no connection, until the moment the limit frees room (as
-    the database's clock said at `at`); the turn is kept: this process's other calls would find the limit as full."""
-    assert due is not None
+    the database's clock said at `at`; None: a millisecond); the turn is kept: this process's other calls would find
+    the limit as full."""
     give_back_connection()
-    time.sleep(max((due - at).total_seconds(), 0.001))
+    time.sleep(max((due - at).total_seconds(), 0.001) if due is not None else 0.001)
+
 
 class _Turns:
     """One thread per process at a time at a limit's gate (for one key): the others wait here, holding no connection

@@ -199,28 +199,18 @@ def wrapped(db: BaseDatabaseWrapper, execute: Callable[..., Any]) -> Callable[..
 
 
 def later(db: BaseDatabaseWrapper, action: Callable[[], None]) -> None:
-    """Run `action` before anything else uses this thread's connection (its next `settle`): a write handed to
-    another connection (durable/store/batched.py), confirmed, or one kept back to go with the next, sent."""
-    pending: list[Callable[[], None]] | None = getattr(db, "_durable_later", None)
-    if pending is None:
-        pending = db._durable_later = []  # type: ignore[attr-defined]  # durable's state kept on Django's connection
-    pending.append(action)
+    """Run `action` before anything else uses this thread's connection (its next `settle`): the outcome of a write
+    handed to another connection (durable/store/batched.py), read. One at a time: one left before it runs first."""
+    first(db)
+    db._durable_later = action  # type: ignore[attr-defined]  # durable's state kept on Django's connection
 
 
 def first(db: BaseDatabaseWrapper) -> None:
-    """What `later` left to do, in order; the first to raise (LeaseLost) raises once all have run."""
-    pending: list[Callable[[], None]] | None = getattr(db, "_durable_later", None)
-    if not pending:
-        return
-    db._durable_later = []  # type: ignore[attr-defined]  # run once, even when one raises
-    failure: BaseException | None = None
-    for action in pending:
-        try:
-            action()
-        except BaseException as exc:  # noqa: BLE001 - raised below, after the others had their turn
-            failure = failure or exc
-    if failure is not None:
-        raise failure
+    """What `later` left to do, if anything; run once, even when it raises (LeaseLost)."""
+    action: Callable[[], None] | None = getattr(db, "_durable_later", None)
+    if action is not None:
+        db._durable_later = None  # type: ignore[attr-defined]  # durable's state kept on Django's connection
+        action()
 
 
 def settle(db: BaseDatabaseWrapper) -> None:

@@ -101,7 +101,7 @@ def take_at_once(spec: LimitSpec, key: str, run_id: UUID, call: str, token: int,
              tokens.seconds if tokens else None, spec.window_seconds, grace_seconds, sorted(TERMINAL), replacing])
         taken, in_line, slot, use, at, held, granted, paused, starts, used, started = cursor.fetchone()
     now = LimitNow(at, in_use=held + granted, starts=tuple(starts),
-                   tokens=tuple((started, count) for started, count in zip(starts, used, strict=True) if count),
+                   tokens=tuple((start, count) for start, count in zip(starts, used, strict=True) if count),
                    granted=granted, paused_until=paused)
     return AtOnce(taken, in_line, slot, use, now, started)
 
