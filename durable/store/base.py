@@ -48,6 +48,9 @@ class Lease:
     chain: Chain | None = field(default=None, repr=False, compare=False)
     # A pause was asked for the run, as a write of this worker's found it (Postgres: each step's write returns it).
     pause_asked: bool = field(default=False, repr=False, compare=False)
+    # The write of this worker's last handed to its process's writer (Postgres, durable/store/batched.py): the
+    # step's checkpoint joins it while it waits there unsent.
+    handed: Any = field(default=None, repr=False, compare=False)
 
     def extended(self, now: datetime) -> datetime:
         """The expiry a fenced write sets from `now`; noted as this worker's latest renewal."""

@@ -12,7 +12,9 @@ committed never asks again.
 Each write in the batch is fenced as a lone write is (token, RUNNING, the checkpoint seq its visit started from):
 the statement's UPDATE returns the runs whose fence held, and only those get their journal and checkpoint rows,
 all in the one statement, so a write whose lease was lost writes nothing while the others commit. A run has at
-most one write in the writer (its thread reads the outcome before it hands the next). A batch that fails as a
+most one write in the writer (its thread reads the outcome before it hands the next); a step's checkpoint handed
+before the writer took the step's activity result joins it instead (`join`), one write where two would go one
+after the other (durable_bench --agents 2000: 17.0 s against 18.1, medians of three). A batch that fails as a
 whole (a deadlock with another process's batch, a value Postgres refuses) is sent again one write at a time:
 each write gets its own outcome, and only the write at fault fails.
 """
@@ -111,6 +113,7 @@ class Write:
     created_at: datetime
     checkpoint: Checkpoint | None = None
     calls: Sequence[RecordedCall] = ()
+    taken: bool = False  # the writer took it into a batch: nothing more joins it
     held: bool = False  # its fence held: everything in it is written
     pause_asked: bool = False  # a pause was asked for the run, as the write found it
     error: BaseException | None = None  # the statement failed (sent alone): the error the thread raises
@@ -182,6 +185,16 @@ class _Writer:
                 self._arrived.notify()
         return write
 
+    def join(self, write: Write, checkpoint: Checkpoint, lease_expires_at: datetime | None) -> bool:
+        """Add a step's checkpoint to the run's activity result still waiting unsent (the step returned before the
+        writer took it): one write, fenced as both would be, where two would have gone one after the other."""
+        with self._arrived:
+            if write.taken or write.checkpoint is not None:
+                return False
+            write.checkpoint = checkpoint
+            write.lease_expires_at = lease_expires_at or write.lease_expires_at
+            return True
+
     def _run(self) -> None:
         db = self.db = own_connection()
         while True:
@@ -189,6 +202,8 @@ class _Writer:
                 if not self._waiting and not self._close_asked.is_set():
                     self._arrived.wait(IDLE_SECONDS)
                 batch, self._waiting = self._waiting[:MAX_WRITES], self._waiting[MAX_WRITES:]
+                for write in batch:
+                    write.taken = True
             if batch:
                 send(batch, db)
                 continue
@@ -279,3 +294,8 @@ def close() -> None:
 def hand(write: Write) -> Write:
     """Hand a write to the process's writer; read it with `outcome()`."""
     return _writer.hand(write)
+
+
+def join(write: Write, checkpoint: Checkpoint, lease_expires_at: datetime | None) -> bool:
+    """`checkpoint` added to `write` when the writer has not taken it yet; False: hand it on its own."""
+    return _writer.join(write, checkpoint, lease_expires_at)

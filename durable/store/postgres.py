@@ -295,8 +295,9 @@ class PostgresRunStore(RunStore):
         db = connections[DEFAULT_DB_ALIAS]
         if _batching(db):  # to the process's writer; its outcome is read before the next write, call or query
             params = _step_params(lease, now, step, state, schema_version)
-            _hand(db, lease, step, now, checkpoint=batched.Checkpoint(
-                next_step, params["state"], params["delta"], params["base"], schema_version))
+            checkpoint = batched.Checkpoint(next_step, params["state"], params["delta"], params["base"], schema_version)
+            if not _joined(lease, step, checkpoint, now):
+                _hand(db, lease, step, now, checkpoint=checkpoint)
             lease.seq += 1
             return
         params = {**_step_params(lease, now, step, state, schema_version), "next_step": next_step,
@@ -414,9 +415,17 @@ def _hand(db: Any, lease: Lease, step: str, now: datetime, *, checkpoint: batche
     """After the run's write before it is confirmed (it is fenced on what that one set), the write goes to the
     process's writer; its outcome is read where this thread's own statement would have been."""
     in_flight.settle(db)
-    write = batched.hand(batched.Write(lease.run_id, lease.token, lease.seq, step, lease.renewal(now), now,
-                                       checkpoint, calls))
+    write = lease.handed = batched.hand(batched.Write(lease.run_id, lease.token, lease.seq, step, lease.renewal(now),
+                                                      now, checkpoint, calls))
     in_flight.later(db, partial(_confirm_batched, lease, write))
+
+
+def _joined(lease: Lease, step: str, checkpoint: batched.Checkpoint, now: datetime) -> bool:
+    """The step's checkpoint added to the run's last write still waiting for the writer (its activity's result,
+    this visit's): their one outcome, read as that write's was to be, holds for both."""
+    write = lease.handed
+    return (write is not None and write.visit == lease.seq and write.step == step
+            and batched.join(write, checkpoint, lease.renewal(now)))
 
 
 def _confirm_batched(lease: Lease, write: batched.Write) -> None:

@@ -7,6 +7,8 @@ reads a write of its own in flight; an activity's result is written as it answer
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -242,6 +244,7 @@ def test_a_thread_that_holds_its_connection_writes_on_it_and_one_that_gave_it_ba
         db.confirm_writes()
         given_back()  # as before a call
         db.record_activity(lease, "second", 0, "llm.plan", "plan")
+        db.confirm_writes()  # the writer took and sent the result: the checkpoint is a write of its own
         db.commit_step(lease, "second", "third", {"steps": ["first", "second"]}, 1)
         db.confirm_writes()
     assert [(write.step, write.checkpoint is not None) for write in handed] == [("second", False), ("second", True)]
@@ -249,3 +252,57 @@ def test_a_thread_that_holds_its_connection_writes_on_it_and_one_that_gave_it_ba
         "", "first", "second"]
     assert JournalEntry.objects.get(run_id=lease.run_id, kind="activity").result == "plan"
 
+
+
+@contextmanager
+def writer_busy(monkeypatch) -> Iterator[None]:
+    """The writer kept busy sending another run's write until the block ends: what is handed meanwhile waits."""
+    release, real = threading.Event(), batched._send
+
+    def held_first(batch: list[batched.Write], db: Any) -> None:
+        release.wait(30)
+        real(batch, db)
+    monkeypatch.setattr(batched, "_send", held_first)
+    other = started()
+    lease, _ = store().claim(other.id, "w2", LEASE)
+    busy = batched.hand(step_write(lease))
+    wait_for(lambda: busy.taken, timeout=10, what="the writer taking the other run's write")
+    try:
+        yield
+    finally:
+        release.set()
+        monkeypatch.setattr(batched, "_send", real)
+        assert busy.outcome().held
+
+
+def result_then_checkpoint_while_the_writer_is_busy(monkeypatch, db: Any, lease: Any) -> list[batched.Write]:
+    """First's activity result, then its checkpoint, handed while the writer sends another run's write."""
+    with writer_busy(monkeypatch):
+        handed = writes_handed(monkeypatch)
+        given_back()
+        db.record_activity(lease, "first", 0, "llm.plan", "plan")
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+    return handed
+
+
+def test_a_steps_checkpoint_joins_its_activitys_result_still_waiting_for_the_writer(monkeypatch):
+    _, db, lease = claimed()
+    with db.overlapping():
+        handed = result_then_checkpoint_while_the_writer_is_busy(monkeypatch, db, lease)
+        db.confirm_writes()
+    assert [(write.step, [call.name for call in write.calls], write.checkpoint.next_step) for write in handed] == [
+        ("first", ["llm.plan"], "second")]
+    assert list(Checkpoint.objects.filter(run_id=lease.run_id).order_by("seq").values_list("step", flat=True)) == [
+        "", "first"]
+    assert JournalEntry.objects.get(run_id=lease.run_id, kind="activity").result == "plan"
+
+
+def test_a_joined_write_whose_lease_was_taken_writes_neither_the_result_nor_the_checkpoint(monkeypatch):
+    run, db, lease = claimed()
+    steal(run.id)
+    with pytest.raises(LeaseLost), db.overlapping():
+        handed = result_then_checkpoint_while_the_writer_is_busy(monkeypatch, db, lease)
+        db.confirm_writes()
+    assert len(handed) == 1
+    assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
+    assert not JournalEntry.objects.filter(run=run, kind="activity").exists()
