@@ -110,8 +110,15 @@ SETTINGS: dict[str, Setting] = {
                                             "any other write, call or query (durable/store/in_flight.py)."),
     "DURABLE_BATCH_STEP_WRITES": Setting(True, "flag", "Postgres: the step writes of the runs a worker process "
                                          "advances go to one writer thread, which sends every write waiting as one "
-                                         "statement; an activity's result goes with its step's write "
+                                         "statement; an activity's result goes as it answers, joined by its "
+                                         "step's checkpoint when the step ends before the writer took it "
                                          "(durable/store/batched.py)."),
+    "DURABLE_WORKER_GC_THRESHOLD": Setting(50000, "count", "A worker, once ready: what it loaded to start is "
+                                           "frozen out of Python's cyclic garbage collector (`gc.freeze`) and young "
+                                           "objects are collected after this many allocations, not Python's 700; "
+                                           "with hundreds of runs in flight the collector took a tenth of the "
+                                           "worker's CPU (docs/scaling.md). 0: Python's own.",
+                                           zero_turns_off=True),
     "DURABLE_SCOPE_CREATED_BY": Setting(None, "count", "Tools only (durable/scope.py): this process's sweeper "
                                         "touches only the runs created by this account id; unset in "
                                         "production, whose sweeper leaves tool runs alone.", optional=True),
