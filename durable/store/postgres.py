@@ -296,8 +296,9 @@ class PostgresRunStore(RunStore):
         if _batching(db):  # to the process's writer; its outcome is read before the next write, call or query
             params = _step_params(lease, now, step, state, schema_version)
             checkpoint = batched.Checkpoint(next_step, params["state"], params["delta"], params["base"], schema_version)
-            if not _joined(lease, step, checkpoint, now):
-                _hand(db, lease, step, now, checkpoint=checkpoint)
+            expires = lease.renewal(now)  # once: it notes the renewal as made
+            if not _joined(lease, step, checkpoint, expires):
+                _hand(db, lease, step, now, expires, checkpoint=checkpoint)
             lease.seq += 1
             return
         params = {**_step_params(lease, now, step, state, schema_version), "next_step": next_step,
@@ -351,7 +352,8 @@ class PostgresRunStore(RunStore):
         text = values.stored_text(result, json.dumps(result))
         db = connections[DEFAULT_DB_ALIAS]
         if _batching(db):  # to the process's writer; its outcome is read before the next write, call or query
-            _hand(db, lease, step, timezone.now(), calls=[batched.RecordedCall(call_index, name, text)])
+            now = timezone.now()
+            _hand(db, lease, step, now, lease.renewal(now), calls=[batched.RecordedCall(call_index, name, text)])
             return
         params = {**_fence_params(lease, timezone.now()), "step": step, "call_index": call_index, "name": name,
                   "result": text}
@@ -410,22 +412,22 @@ def _batching(db: Any) -> bool:
     return db.connection is None and batched.wanted() and in_flight.overlapping_allowed(db)
 
 
-def _hand(db: Any, lease: Lease, step: str, now: datetime, *, checkpoint: batched.Checkpoint | None = None,
-          calls: Sequence[batched.RecordedCall] = ()) -> None:
+def _hand(db: Any, lease: Lease, step: str, now: datetime, expires: datetime | None, *,
+          checkpoint: batched.Checkpoint | None = None, calls: Sequence[batched.RecordedCall] = ()) -> None:
     """After the run's write before it is confirmed (it is fenced on what that one set), the write goes to the
     process's writer; its outcome is read where this thread's own statement would have been."""
     in_flight.settle(db)
-    write = lease.handed = batched.hand(batched.Write(lease.run_id, lease.token, lease.seq, step, lease.renewal(now),
-                                                      now, checkpoint, calls))
+    write = lease.handed = batched.hand(batched.Write(lease.run_id, lease.token, lease.seq, step, expires, now,
+                                                      checkpoint, calls))
     in_flight.later(db, partial(_confirm_batched, lease, write))
 
 
-def _joined(lease: Lease, step: str, checkpoint: batched.Checkpoint, now: datetime) -> bool:
+def _joined(lease: Lease, step: str, checkpoint: batched.Checkpoint, expires: datetime | None) -> bool:
     """The step's checkpoint added to the run's last write still waiting for the writer (its activity's result,
     this visit's): their one outcome, read as that write's was to be, holds for both."""
     write = lease.handed
     return (write is not None and write.visit == lease.seq and write.step == step
-            and batched.join(write, checkpoint, lease.renewal(now)))
+            and batched.join(write, checkpoint, expires))
 
 
 def _confirm_batched(lease: Lease, write: batched.Write) -> None:

@@ -306,3 +306,17 @@ def test_a_joined_write_whose_lease_was_taken_writes_neither_the_result_nor_the_
     assert len(handed) == 1
     assert list(Checkpoint.objects.filter(run=run).values_list("seq", flat=True)) == [0]
     assert not JournalEntry.objects.filter(run=run, kind="activity").exists()
+
+
+def test_a_checkpoint_that_could_not_join_carries_the_renewal_of_the_lease_it_made():
+    _, db, lease = claimed()
+    with db.overlapping():
+        given_back()
+        db.record_activity(lease, "first", 0, "llm.plan", "plan")
+        db.confirm_writes()  # the writer took and sent the result: the checkpoint goes alone
+        before = Run.objects.get(id=lease.run_id).lease_expires_at
+        lease.renewed_at -= LEASE  # as if the lease had run down: the step's write renews it
+        given_back()
+        db.commit_step(lease, "first", "second", {"steps": ["first"]}, 1)
+        db.confirm_writes()
+    assert Run.objects.get(id=lease.run_id).lease_expires_at > before
