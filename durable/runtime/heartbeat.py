@@ -345,9 +345,16 @@ class _Heart:
 _heart = _Heart()
 
 
+def _needed(timeout: float) -> float:
+    """What a call with this timeout needs left of the lease to leave: its timeout and a margin."""
+    return timeout + MARGIN_SECONDS
+
+
 @contextmanager
 def kept_alive(db: RunStore, lease: Lease) -> Iterator[None]:
-    """Renew the lease while the worker holds the run, whenever nothing else did for a third of it."""
+    """Renew the lease while the worker holds the run, whenever nothing else did for a third of it; and have the
+    step writes keep what a call needs left of it, plus the time a step may take before its call (a second)."""
+    lease.keep_left = _needed(durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS) + WATCH_SECONDS
     if connection.in_atomic_block:  # as in lease_kept: a renewal from another connection would only wait
         yield
         return
@@ -370,7 +377,7 @@ def lease_kept(db: RunStore, lease: Lease, *, timeout: float | None = None) -> I
     pausing.before_call(lease)  # a pause asked since a boundary that did not look: PauseSeen, nothing leaves
     pausing.call_made()  # the worker looks for a pause asked meanwhile at the step's end
     db.confirm_writes()  # no call leaves on a lease the last step's write may have found lost
-    if lease.seconds_left() < timeout + MARGIN_SECONDS:
+    if lease.seconds_left() < _needed(timeout):
         db.renew(lease)  # never start a call on a lease that may run out before it returns
     if connection.in_atomic_block:
         # The caller holds a transaction open: no other worker sees this claim, and a renewal on

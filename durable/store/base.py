@@ -51,6 +51,9 @@ class Lease:
     # The write of this worker's last handed to its process's writer (Postgres, durable/store/batched.py): the
     # step's checkpoint joins it while it waits there unsent.
     handed: Any = field(default=None, repr=False, compare=False)
+    # What the writes within a step keep left of the lease at least (durable/runtime/heartbeat.py: what a call
+    # needs to leave): otherwise a call finding less left renews it with a statement of its own first.
+    keep_left: float = field(default=0.0, repr=False, compare=False)
 
     def extended(self, now: datetime) -> datetime:
         """The expiry a fenced write sets from `now`; noted as this worker's latest renewal."""
@@ -62,14 +65,15 @@ class Lease:
         return self.seconds - (time.monotonic() - self.renewed_at)
 
     def renewal(self, now: datetime) -> datetime | None:
-        """The new expiry a write within a step sets, or None while more than half the lease is left.
+        """The new expiry a write within a step sets, or None while more than half the lease is left (and more than
+        `keep_left`: what the next call needs, so it need not renew on its own before it leaves).
 
         Renewing at every step would change an indexed column at every step, so no step's UPDATE
         could be heap-only. Skipping it is safe: the fencing token, not the expiry, guards every
         write, and half a lease is far longer than a step (a longer call keeps its lease alive
         through durable.runtime.heartbeat).
         """
-        return self.extended(now) if self.seconds_left() < self.seconds / 2 else None
+        return self.extended(now) if self.seconds_left() < max(self.seconds / 2, self.keep_left) else None
 
 
 @dataclass(frozen=True)

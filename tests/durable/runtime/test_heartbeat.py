@@ -19,7 +19,7 @@ from durable.engine.errors import LeaseLost
 from durable.engine.states import RunStatus
 from durable.models import JournalEntry, Run
 from durable.runtime import dispatch
-from durable.runtime.heartbeat import Heartbeat, kept_alive, lease_kept
+from durable.runtime.heartbeat import MARGIN_SECONDS, Heartbeat, kept_alive, lease_kept
 from durable.runtime.sweeper import sweep
 from durable.store import store
 from durable.tools.processes import WorkerProcess
@@ -134,6 +134,17 @@ def test_a_call_on_a_lease_with_time_to_spare_adds_no_write_before_it(claimed, s
     Run.objects.filter(id=run.id).update(lease_expires_at=None)
     with lease_kept(db, lease):
         assert lease_expiry(run) is None  # the claim's 60 s cover the call: no extra round trip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_runs_step_writes_keep_what_its_next_call_needs_left_of_the_lease(claimed, settings):
+    db, lease, _run = claimed
+    settings.DURABLE_HTTP_TIMEOUT_SECONDS = 5
+    lease.seconds = 10.0  # the default lease: half of it is less than a call of 5 s needs
+    with kept_alive(db, lease):
+        assert lease.keep_left >= 5 + MARGIN_SECONDS  # the call's own check: a write leaves it no renewal to make
+    lease.renewed_at -= lease.seconds - lease.keep_left + 0.5  # a write now renews, though more than half is left
+    assert lease.renewal(timezone.now()) is not None
 
 
 @pytest.mark.django_db(transaction=True)

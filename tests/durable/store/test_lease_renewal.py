@@ -99,6 +99,17 @@ def test_a_step_with_less_than_half_its_lease_left_renews_it_for_a_whole_lease()
     assert lease.seconds_left() > LEASE - 5  # the worker knows it holds a whole lease again
 
 
+@pytest.mark.django_db
+def test_a_step_renews_a_lease_with_less_left_than_the_next_call_needs_though_more_than_half():
+    db, lease = claimed()
+    lease.keep_left = LEASE * 0.75  # what the worker's next call needs (durable/runtime/heartbeat.py sets it)
+    spend(lease, LEASE / 2 - 5)
+
+    db.commit_step(lease, "step1", "step2", {"n": 1}, 1)
+
+    assert lease.seconds_left() > LEASE - 5  # renewed by the step's write: the call need not renew on its own
+
+
 def steal(lease, owner: str = "w2"):
     """The old worker's lease runs out (it paused past it) and another worker claims the run."""
     spend(lease, LEASE + 1)
