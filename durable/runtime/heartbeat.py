@@ -55,6 +55,7 @@ BEATS_PER_LEASE = 3  # a renewal may fail twice and the lease still holds until 
 MARGIN_SECONDS = 1.0  # kept beyond a call's timeout: a slow commit, the sweeper's clock
 IDLE_WAKE_SECONDS = 1.0  # how often the idle thread looks for beats falling due (no wake-up per claim)
 WATCH_SECONDS = 1.0  # how often the leases of calls in flight are looked at: a cancelled call's slot frees this soon
+BEFORE_CALL_SECONDS = 1.0  # what step writes keep beyond a call's need: the step's own code before its next call
 CALL_THREAD_IDLE_SECONDS = 60.0  # a call thread left with nothing to do for this long ends
 
 T = TypeVar("T")
@@ -353,8 +354,8 @@ def _needed(timeout: float) -> float:
 @contextmanager
 def kept_alive(db: RunStore, lease: Lease) -> Iterator[None]:
     """Renew the lease while the worker holds the run, whenever nothing else did for a third of it; and have the
-    step writes keep what a call needs left of it, plus the time a step may take before its call (a second)."""
-    lease.keep_left = _needed(durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS) + WATCH_SECONDS
+    step writes keep what a call needs left of it, plus the time a step may take before its call."""
+    lease.keep_left = _needed(durable_settings.DURABLE_HTTP_TIMEOUT_SECONDS) + BEFORE_CALL_SECONDS
     if connection.in_atomic_block:  # as in lease_kept: a renewal from another connection would only wait
         yield
         return

@@ -253,7 +253,6 @@ def test_a_thread_that_holds_its_connection_writes_on_it_and_one_that_gave_it_ba
     assert JournalEntry.objects.get(run_id=lease.run_id, kind="activity").result == "plan"
 
 
-
 @contextmanager
 def writer_busy(monkeypatch) -> Iterator[None]:
     """The writer kept busy sending another run's write until the block ends: what is handed meanwhile waits."""
